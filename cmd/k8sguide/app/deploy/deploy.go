@@ -1,0 +1,76 @@
+// Package deploy implements `k8sguide deploy`.
+package deploy
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+	"github.com/k8sguide/k8sguide/lab/workload"
+	"github.com/k8sguide/k8sguide/scenarios"
+)
+
+type flags struct {
+	Name     string
+	Replicas int32
+}
+
+// NewCommand returns the deploy command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "deploy [FILE]",
+		Short: "Deploy a scenario (default: the web/nginx Deployment, 3 replicas)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runE(cmd, f, streams, args)
+		},
+	}
+	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().Int32Var(&f.Replicas, "replicas", -1, "replicas for every Deployment in the file (default: as the file says)")
+	return cmd
+}
+
+func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) error {
+	data, source := scenarios.Web, "scenario web"
+	if len(args) == 1 {
+		var err error
+		if data, err = os.ReadFile(args[0]); err != nil {
+			return err
+		}
+		source = args[0]
+	}
+	m, err := workload.ParseManifest(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if f.Replicas < -1 {
+		return fmt.Errorf("--replicas %d: must be 0 or more", f.Replicas)
+	}
+	if f.Replicas >= 0 {
+		for _, d := range m.Deployments {
+			d.Spec.Replicas = &f.Replicas
+		}
+	}
+	p, err := providers.ForLab(f.Name)
+	if err != nil {
+		return err
+	}
+	w, err := p.Workloads(cmd.Context(), f.Name)
+	if err != nil {
+		return err
+	}
+	if err := w.Apply(cmd.Context(), m.Deployments, m.Services); err != nil {
+		return err
+	}
+	for _, d := range m.Deployments {
+		fmt.Fprintf(streams.Out, "deployment.apps/%s created (%d replicas)\n", d.Name, *d.Spec.Replicas)
+	}
+	for _, s := range m.Services {
+		fmt.Fprintf(streams.Out, "service/%s created\n", s.Name)
+	}
+	return nil
+}

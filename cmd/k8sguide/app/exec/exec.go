@@ -1,0 +1,38 @@
+// Package exec implements `k8sguide exec NODE -- CMD...`, the lab's `docker exec`.
+package exec
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+)
+
+type flags struct{ Name string }
+
+// NewCommand returns the exec command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "exec NODE -- COMMAND [ARG...]",
+		Short: "Run a command in a node, a pod or the lab's client (like docker exec on a kind node)",
+		Example: "  k8sguide exec k8s-guide-worker2 -- iptables -t nat -nvL\n" +
+			"  k8sguide exec k8s-guide-worker -- nft list table ip kube-proxy",
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := providers.ForLab(f.Name)
+			if err != nil {
+				return err
+			}
+			argv := args[1:]
+			if argv[0] == "--" { // with interspersed flags off, cobra keeps the separator
+				argv = argv[1:]
+			}
+			return p.Exec(cmd.Context(), f.Name, args[0], argv, streams)
+		},
+	}
+	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	// Everything after NODE belongs to the command run in the node.
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}

@@ -1,0 +1,54 @@
+// Package scale implements `k8sguide scale`.
+package scale
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+)
+
+type flags struct {
+	Name       string
+	Namespace  string
+	Deployment string
+	Replicas   int32
+}
+
+// NewCommand returns the scale command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "scale --replicas N [DEPLOYMENT]",
+		Short: "Scale a Deployment (default: web)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				f.Deployment = args[0]
+			}
+			if !cmd.Flags().Changed("replicas") {
+				return fmt.Errorf("--replicas is required")
+			}
+			p, err := providers.ForLab(f.Name)
+			if err != nil {
+				return err
+			}
+			w, err := p.Workloads(cmd.Context(), f.Name)
+			if err != nil {
+				return err
+			}
+			if err := w.Scale(cmd.Context(), f.Namespace, f.Deployment, f.Replicas); err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.Out, "deployment.apps/%s scaled to %d\n", f.Deployment, f.Replicas)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", "default", "namespace")
+	cmd.Flags().StringVar(&f.Deployment, "deployment", "web", "deployment to scale")
+	cmd.Flags().Int32Var(&f.Replicas, "replicas", 0, "replicas wanted")
+	return cmd
+}

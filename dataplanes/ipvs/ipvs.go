@@ -1,0 +1,26 @@
+// Package ipvs is the kube-proxy IPVS engine. This build only checks the kernel for it: running the ipvs
+// proxier in the netns lab is a later step of the project.
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// procIPVS exists when the kernel has IPVS (CONFIG_IP_VS), built in or loaded.
+const procIPVS = "/proc/sys/net/ipv4/vs"
+
+// ErrNoKernelSupport says this kernel has no IPVS.
+var ErrNoKernelSupport = errors.New("this kernel has no IPVS (no " + procIPVS + "); use --provider kind on a host whose kernel has IPVS, or the project's IPVS test VM")
+
+// CheckKernel tells whether this kernel can run an IPVS dataplane.
+func CheckKernel() error {
+	if _, err := os.Stat(procIPVS); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return ErrNoKernelSupport
+		}
+		return fmt.Errorf("checking for IPVS: %w", err)
+	}
+	return nil
+}

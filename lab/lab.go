@@ -1,0 +1,186 @@
+// Package lab defines what a k8sguide lab is, independently of the machinery that builds it: a small Kubernetes
+// cluster (one control-plane node and N workers) whose Service dataplane is one real proxy engine, plus a client
+// that plays the host outside the cluster. Providers (netns, kind) implement Provider.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// DefaultName is the lab name used when --name is not given; it is the name of the seeds' kind cluster.
+const DefaultName = "k8s-guide"
+
+// Network layout shared by both providers; these are kind's defaults, so addresses read like the seeds'.
+const (
+	PodSubnet     = "10.244.0.0/16"
+	ServiceSubnet = "10.96.0.0/16"
+	// DefaultNodePortRange is the apiserver's default --service-node-port-range.
+	DefaultNodePortRange = "30000-32767"
+)
+
+// Dataplane names an engine that implements Services on the lab's nodes.
+type Dataplane string
+
+const (
+	IPTables Dataplane = "iptables"
+	NFTables Dataplane = "nftables"
+	IPVS     Dataplane = "ipvs"
+	EBPF     Dataplane = "ebpf"
+)
+
+// Dataplanes lists every engine k8sguide knows, in the order the guide presents them.
+var Dataplanes = []Dataplane{IPTables, NFTables, IPVS, EBPF}
+
+// ParseDataplane checks a --dataplane value.
+func ParseDataplane(s string) (Dataplane, error) {
+	for _, d := range Dataplanes {
+		if string(d) == s {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("unknown dataplane %q (want one of iptables, nftables, ipvs, ebpf)", s)
+}
+
+// Config is what `k8sguide up` asks a provider to build.
+type Config struct {
+	Name              string
+	Dataplane         Dataplane
+	Workers           int
+	NodePortRange     string   // "30000-32767"
+	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// ValidateName checks a lab name: it prefixes namespace and node names, so it must be a short DNS label.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("invalid lab name %q: use 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// Role is a node's role, as kind names it.
+type Role string
+
+const (
+	ControlPlane Role = "control-plane"
+	Worker       Role = "worker"
+)
+
+// Node is one node of a lab.
+type Node struct {
+	Name    string `json:"name"`
+	Role    Role   `json:"role"`
+	IP      string `json:"ip"`
+	PodCIDR string `json:"podCIDR"`
+}
+
+// NodeNames returns the kind-style node names of a lab: NAME-control-plane, NAME-worker, NAME-worker2, ...
+func NodeNames(name string, workers int) []string {
+	names := []string{name + "-control-plane"}
+	for i := 1; i <= workers; i++ {
+		if i == 1 {
+			names = append(names, name+"-worker")
+		} else {
+			names = append(names, fmt.Sprintf("%s-worker%d", name, i))
+		}
+	}
+	return names
+}
+
+// ClientName is the name of the lab's client: the machine outside the cluster ("the host" in the seeds).
+func ClientName(name string) string { return name + "-client" }
+
+// Status summarises a lab.
+type Status struct {
+	Name      string    `json:"name"`
+	Provider  string    `json:"provider"`
+	Dataplane Dataplane `json:"dataplane"`
+	Nodes     []Node    `json:"nodes"`
+	// Proxies tells, per node, whether its proxy is running and which state generation it has applied.
+	Proxies map[string]ProxyStatus `json:"proxies,omitempty"`
+}
+
+// ProxyStatus is the state of one node's Service proxy.
+type ProxyStatus struct {
+	Running bool  `json:"running"`
+	Applied int64 `json:"applied"`
+}
+
+// Streams are the standard streams of a command run in a node.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// ExposeOptions describe `k8sguide nodeport`: expose a Deployment as a NodePort Service, as
+// `kubectl expose deployment NAME --type=NodePort --port=PORT` does.
+type ExposeOptions struct {
+	Namespace             string
+	Deployment            string
+	Service               string // defaults to Deployment
+	Port                  int32
+	TargetPort            int32 // defaults to the Deployment's first container port, then Port
+	NodePort              int32 // 0: allocate one
+	ExternalTrafficPolicy v1.ServiceExternalTrafficPolicy
+}
+
+// Reply is what answered one HTTP request made from the lab's client.
+type Reply struct {
+	Pod    string `json:"pod"`    // the pod that served it
+	Client string `json:"client"` // the source address the pod saw (SNAT shows here)
+}
+
+// Workloads are the Kubernetes objects of a lab. Kind answers from its apiserver; netns keeps them on disk.
+type Workloads interface {
+	// Apply creates or updates Deployments and Services, as `kubectl apply` would.
+	Apply(ctx context.Context, deployments []*appsv1.Deployment, services []*v1.Service) error
+	Scale(ctx context.Context, namespace, deployment string, replicas int32) error
+	Expose(ctx context.Context, opts ExposeOptions) (*v1.Service, error)
+	Deployments(ctx context.Context) ([]appsv1.Deployment, error)
+	Pods(ctx context.Context) ([]v1.Pod, error)
+	Services(ctx context.Context) ([]v1.Service, error)
+	EndpointSlices(ctx context.Context) ([]discoveryv1.EndpointSlice, error)
+}
+
+// Provider builds and runs labs. Every method that takes a lab name fails with a *NotFoundError when there
+// is no such lab.
+type Provider interface {
+	// Name is the provider's name: "netns" or "kind".
+	Name() string
+	// Create builds a lab and starts its proxies; on any failure it removes what it made.
+	Create(ctx context.Context, cfg Config, progress io.Writer) error
+	// Delete removes everything the lab is made of.
+	Delete(ctx context.Context, name string) error
+	// List names the labs that exist.
+	List(ctx context.Context) ([]string, error)
+	// Status reports a lab's nodes and proxies.
+	Status(ctx context.Context, name string) (Status, error)
+	// Exec runs argv in a node (or the lab's client), like `docker exec NODE argv...`.
+	Exec(ctx context.Context, name, node string, argv []string, streams Streams) error
+	// Workloads gives access to the lab's Kubernetes objects.
+	Workloads(ctx context.Context, name string) (Workloads, error)
+	// Get makes one HTTP request to addr ("IP:PORT") from the lab's client and says who answered.
+	Get(ctx context.Context, name, addr string) (Reply, error)
+}
+
+// NotFoundError says that a named lab or node does not exist.
+type NotFoundError struct {
+	Kind, Name string
+	Known      []string
+}
+
+func (e *NotFoundError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("no %s named %q", e.Kind, e.Name)
+	}
+	return fmt.Sprintf("no %s named %q (known: %v)", e.Kind, e.Name, e.Known)
+}

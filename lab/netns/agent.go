@@ -1,0 +1,103 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/proxy/healthcheck"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// Sync periods are kube-proxy's defaults (--iptables-sync-period / --nftables-sync-period 30s,
+// --*-min-sync-period 1s).
+const (
+	syncPeriod    = 30 * time.Second
+	minSyncPeriod = 1 * time.Second
+	pollInterval  = 50 * time.Millisecond
+)
+
+// nodeSource hands the health server its Node, which kube-proxy would read from the apiserver.
+type nodeSource struct{ node *v1.Node }
+
+func (n nodeSource) Node() *v1.Node { return n.node }
+
+// RunNodeProxy is the process a node runs as its Service proxy (started inside the node's namespace by Create):
+// it builds the lab's dataplane proxier, hands it the lab's Services and EndpointSlices whenever the lab's state
+// changes, and reports each generation it has put into the kernel. It returns when ctx ends or the lab is gone.
+func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName string) error {
+	st, err := store.Read(labName)
+	if err != nil {
+		return err
+	}
+	node, ok := st.Node(nodeName)
+	if !ok {
+		return &lab.NotFoundError{Kind: "node", Name: nodeName}
+	}
+	logger := klog.FromContext(ctx).WithValues("node", nodeName)
+	labels := map[string]string{v1.LabelHostname: nodeName, v1.LabelOSStable: "linux"}
+	k8sNode := &v1.Node{}
+	k8sNode.Name, k8sNode.Labels = nodeName, labels
+	cfg := dataplanes.NodeConfig{
+		NodeName:          nodeName,
+		NodeIP:            net.ParseIP(node.IP),
+		ClusterCIDR:       lab.PodSubnet,
+		NodePortAddresses: st.Config.NodePortAddresses,
+		SyncPeriod:        syncPeriod,
+		MinSyncPeriod:     minSyncPeriod,
+		Health:            healthcheck.NewProxyHealthServer("", 0, nodeSource{k8sNode}),
+		Logger:            logger,
+	}
+	proxy, err := kubeproxy.New(ctx, st.Config.Dataplane, cfg, labels)
+	if err != nil {
+		return fmt.Errorf("kube-proxy (%s) on %s: %w", st.Config.Dataplane, nodeName, err)
+	}
+	logger.Info("kube-proxy started", "dataplane", st.Config.Dataplane, "nodeIP", node.IP, "nodePortAddresses", st.Config.NodePortAddresses)
+
+	dir := store.Dir(labName)
+	applied := int64(-1)
+	for {
+		if st.Generation != applied {
+			proxy.Apply(st.Services, st.EndpointSlices)
+			if applied < 0 {
+				go proxy.Run()
+			}
+			applied = st.Generation
+			if err := writeApplied(dir, nodeName, applied); err != nil {
+				return err
+			}
+			logger.Info("applied", "generation", applied, "services", len(st.Services), "endpointSlices", len(st.EndpointSlices))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pollInterval):
+		}
+		next, err := store.Read(labName)
+		if err != nil {
+			if _, serr := os.Stat(dir); serr != nil {
+				return nil // the lab was removed: nothing left to proxy for
+			}
+			logger.Error(err, "reading lab state")
+			continue
+		}
+		st = next
+	}
+}
+
+func writeApplied(dir, node string, generation int64) error {
+	path := appliedPath(dir, node)
+	if err := os.WriteFile(path+".tmp", []byte(strconv.FormatInt(generation, 10)+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}

@@ -1,0 +1,418 @@
+// Package netns is the lab provider that needs nothing but a Linux kernel and root: nodes, pods and the client are
+// network namespaces, wired the way kind and kindnet wire a cluster, and each node's Service proxy is the upstream
+// kube-proxy proxier running in a process inside that node's namespace.
+//
+// Layout (lab "k8s-guide", 2 workers):
+//
+//	k8s-guide-client         br0 172.18.0.1/16           "the host" of the seeds: the Docker bridge side
+//	k8s-guide-control-plane  eth0 172.18.0.2/16, cni0 10.244.0.1/24
+//	k8s-guide-worker         eth0 172.18.0.3/16, cni0 10.244.1.1/24
+//	k8s-guide-worker2        eth0 172.18.0.4/16, cni0 10.244.2.1/24
+//	k8s-guide-pod-NAME       eth0 10.244.N.x/24 on its node's cni0 (hairpin on)
+//
+// Nodes route each other's pod CIDRs via the node network, as kindnet does, and default to the client.
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/alloc"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// ProviderName is the name of this provider.
+const ProviderName = "netns"
+
+// Node network, as kind's Docker network: the client (Docker's bridge side) is .1, nodes follow.
+const (
+	nodeNetwork = "172.18.0.0/16"
+	clientIP    = "172.18.0.1"
+)
+
+// Provider builds labs of network namespaces.
+type Provider struct {
+	Store state.Store
+	// Exe is the k8sguide binary that node proxies and pod servers run as (its hidden `internal` commands).
+	Exe string
+}
+
+// New returns a provider using the default state store and the running binary.
+func New() (*Provider, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{Store: state.Default(), Exe: exe}, nil
+}
+
+var _ lab.Provider = (*Provider)(nil)
+
+func (p *Provider) Name() string { return ProviderName }
+
+// CheckHost says what this machine lacks to run a netns lab with the given dataplane, in one line.
+func CheckHost(d lab.Dataplane) error {
+	if err := kubeproxy.Check(d); err != nil {
+		return err
+	}
+	if err := checkRoot(); err != nil {
+		return err
+	}
+	need := map[string]string{"ip": "iproute2"}
+	switch d {
+	case lab.IPTables:
+		need["iptables-restore"] = "iptables"
+	case lab.NFTables:
+		need["nft"] = "nftables"
+	}
+	for bin, pkg := range need {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s not found: install the %s package", bin, pkg)
+		}
+	}
+	return nil
+}
+
+func checkRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the netns provider needs root (network namespaces, iptables/nftables): run k8sguide as root, e.g. with sudo")
+	}
+	return nil
+}
+
+func nodeIP(i int) string  { return fmt.Sprintf("172.18.0.%d", i+2) }
+func podCIDR(i int) string { return fmt.Sprintf("10.244.%d.0/24", i) }
+
+// validateConfig checks everything `up` is given before anything is made.
+func validateConfig(cfg *lab.Config) error {
+	if err := lab.ValidateName(cfg.Name); err != nil {
+		return err
+	}
+	if cfg.Workers < 0 || cfg.Workers > 200 {
+		return fmt.Errorf("--workers %d: want 0 to 200", cfg.Workers)
+	}
+	if cfg.NodePortRange == "" {
+		cfg.NodePortRange = lab.DefaultNodePortRange
+	}
+	if _, err := alloc.ParsePortRange(cfg.NodePortRange); err != nil {
+		return err
+	}
+	for _, c := range cfg.NodePortAddresses {
+		if c == "primary" {
+			continue
+		}
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return fmt.Errorf("--nodeport-addresses: %q is not a CIDR (or \"primary\")", c)
+		}
+	}
+	return nil
+}
+
+// Create builds a lab. On any failure, or when ctx is cancelled (Ctrl-C), it removes what it made.
+func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Writer) (err error) {
+	if err := validateConfig(&cfg); err != nil {
+		return err
+	}
+	if err := CheckHost(cfg.Dataplane); err != nil {
+		return err
+	}
+	names := lab.NodeNames(cfg.Name, cfg.Workers)
+	namespaces := append([]string{lab.ClientName(cfg.Name)}, names...)
+	h, err := p.Store.Create(cfg.Name)
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		if nsExists(ns) {
+			h.Remove()
+			return fmt.Errorf("network namespace %s already exists but belongs to no k8sguide lab; remove it (ip netns del %s) or pick another --name", ns, ns)
+		}
+	}
+	st := &state.Lab{Config: cfg, Provider: ProviderName, Phase: state.Creating, Namespaces: namespaces}
+	for i, n := range names {
+		role := lab.Worker
+		if i == 0 {
+			role = lab.ControlPlane
+		}
+		st.Nodes = append(st.Nodes, lab.Node{Name: n, Role: role, IP: nodeIP(i), PodCIDR: podCIDR(i)})
+	}
+	defer func() {
+		if err != nil {
+			// Clean up with a fresh context: ctx may be the one Ctrl-C cancelled.
+			cleanup, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p.teardown(cleanup, st)
+			h.Remove()
+		}
+	}()
+	if err = h.Save(st); err != nil {
+		return err
+	}
+
+	// Like kind, one line per step, ticked when it is done.
+	step := func(msg string) func() {
+		return func() { fmt.Fprintf(progress, " ✓ %s\n", msg) }
+	}
+	fmt.Fprintf(progress, "Creating lab %q (provider netns, dataplane %s) ...\n", cfg.Name, cfg.Dataplane)
+
+	done := step(fmt.Sprintf("Preparing nodes %s", strings.Repeat("📦 ", len(names))))
+	if err = p.makeClient(ctx, cfg.Name); err != nil {
+		return err
+	}
+	for i := range st.Nodes {
+		if err = p.makeNode(ctx, cfg.Name, i, st.Nodes[i]); err != nil {
+			return err
+		}
+	}
+	done()
+
+	done = step("Wiring pod routes between nodes (like kindnet) 🔌")
+	for _, n := range st.Nodes {
+		for _, other := range st.Nodes {
+			if other.Name != n.Name {
+				if err = ipCmd(ctx, "-n", n.Name, "route", "add", other.PodCIDR, "via", other.IP, "dev", "eth0"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	done()
+
+	done = step(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
+	st.ProxyPIDs = map[string]int{}
+	for _, n := range st.Nodes {
+		pid, err := startDetached(n.Name, p.proxyLog(cfg.Name, n.Name), p.nodeProxyArgv(cfg.Name, n.Name))
+		if err != nil {
+			return err
+		}
+		st.ProxyPIDs[n.Name] = pid
+	}
+	st.Phase = state.Ready
+	if err = h.Save(st); err != nil {
+		return err
+	}
+	if err = p.waitForProxies(ctx, st); err != nil {
+		return err
+	}
+	done()
+	h.Close()
+	fmt.Fprintf(progress, "Lab %q is ready. Nodes:\n", cfg.Name)
+	for _, n := range st.Nodes {
+		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
+	}
+	fmt.Fprintf(progress, "Next: k8sguide deploy --name %s && k8sguide nodeport --name %s\n", cfg.Name, cfg.Name)
+	return nil
+}
+
+func (p *Provider) makeClient(ctx context.Context, labName string) error {
+	ns := lab.ClientName(labName)
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "link", "add", "br0", "type", "bridge"},
+		{"-n", ns, "addr", "add", clientIP + "/16", "dev", "br0"},
+		{"-n", ns, "link", "set", "br0", "up"},
+	} {
+		if err := ipCmd(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
+// route to the client, and the pod bridge cni0 holding the pods' gateway address.
+func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.Node) error {
+	client := lab.ClientName(labName)
+	port := fmt.Sprintf("veth-node%d", i)
+	gw, _ := netip.ParsePrefix(podCIDR(i))
+	gwAddr := netip.PrefixFrom(gw.Addr().Next(), gw.Bits())
+	for _, args := range [][]string{
+		{"netns", "add", n.Name},
+		{"-n", n.Name, "link", "set", "lo", "up"},
+		{"-n", client, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
+		{"-n", client, "link", "set", port, "master", "br0", "up"},
+		{"-n", n.Name, "addr", "add", n.IP + "/16", "dev", "eth0"},
+		{"-n", n.Name, "link", "set", "eth0", "up"},
+		{"-n", n.Name, "route", "add", "default", "via", clientIP},
+		{"-n", n.Name, "link", "add", "cni0", "type", "bridge"},
+		{"-n", n.Name, "addr", "add", gwAddr.String(), "dev", "cni0"},
+		{"-n", n.Name, "link", "set", "cni0", "up"},
+	} {
+		if err := ipCmd(ctx, args...); err != nil {
+			return err
+		}
+	}
+	// A node forwards for its pods; bridged pod traffic must pass netfilter, or replies from a pod on the same
+	// bridge skip conntrack's reverse NAT (kube-proxy's documented br_netfilter requirement).
+	return setSysctls(n.Name, map[string]string{
+		"net/ipv4/ip_forward":                 "1",
+		"net/bridge/bridge-nf-call-iptables": "1",
+	})
+}
+
+// Delete removes a lab: every process in its namespaces, the namespaces (with their veths), and its state.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	h, err := p.Store.Lock(name)
+	if err != nil {
+		return err
+	}
+	st, err := h.Load()
+	if err != nil {
+		h.Close()
+		return err
+	}
+	if err := p.teardown(ctx, st); err != nil {
+		h.Close()
+		return err
+	}
+	return h.Remove()
+}
+
+// teardown removes the namespaces a lab recorded, pods first, then nodes, then the client.
+func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
+	var errs []error
+	for i := len(st.Namespaces) - 1; i >= 0; i-- {
+		if err := removeNamespace(ctx, st.Namespaces[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Store.List() }
+
+func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) {
+	st, err := p.Store.Read(name)
+	if err != nil {
+		return lab.Status{}, err
+	}
+	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: st.Nodes, Proxies: map[string]lab.ProxyStatus{}}
+	for _, n := range st.Nodes {
+		s.Proxies[n.Name] = p.proxyStatus(st, n.Name)
+	}
+	return s, nil
+}
+
+// namespaceOf resolves what `exec` may name: a node, the client, or a pod.
+func (p *Provider) namespaceOf(st *state.Lab, name, target string) (string, error) {
+	known := []string{}
+	for _, n := range st.Nodes {
+		if n.Name == target {
+			return n.Name, nil
+		}
+		known = append(known, n.Name)
+	}
+	if target == lab.ClientName(name) {
+		return target, nil
+	}
+	for _, pod := range st.Pods {
+		if pod.Name == target {
+			return podNamespace(name, pod.Name), nil
+		}
+	}
+	known = append(known, lab.ClientName(name))
+	return "", &lab.NotFoundError{Kind: "node", Name: target, Known: known}
+}
+
+// Exec runs argv inside a node, the client or a pod, as `docker exec` does for a kind node. Its exit status is
+// returned as an *exec.ExitError.
+func (p *Provider) Exec(ctx context.Context, name, target string, argv []string, streams lab.Streams) error {
+	if len(argv) == 0 {
+		return errors.New("no command given: k8sguide exec NODE -- COMMAND [ARG...]")
+	}
+	st, err := p.Store.Read(name)
+	if err != nil {
+		return err
+	}
+	ns, err := p.namespaceOf(st, name, target)
+	if err != nil {
+		return err
+	}
+	if err := checkRoot(); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = streams.In, streams.Out, streams.Err
+	return cmd.Run()
+}
+
+// Get makes one HTTP request from the lab's client to addr and reports which pod answered.
+func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error) {
+	if _, err := p.Store.Read(name); err != nil {
+		return lab.Reply{}, err
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return lab.Reply{}, fmt.Errorf("address %q: want IP:PORT", addr)
+	}
+	return httpGet(ctx, lab.ClientName(name), addr)
+}
+
+// Logs and proxy reports live beside the lab's state.
+func (p *Provider) proxyLog(labName, node string) string {
+	return filepath.Join(p.Store.Dir(labName), "proxy-"+node+".log")
+}
+
+func appliedPath(dir, node string) string { return filepath.Join(dir, "proxy-"+node+".applied") }
+
+func (p *Provider) nodeProxyArgv(labName, node string) []string {
+	return []string{p.Exe, "internal", "node-proxy", "--name", labName, "--node", node}
+}
+
+// proxyStatus tells whether a node's proxy runs and which generation it reported applied.
+func (p *Provider) proxyStatus(st *state.Lab, node string) lab.ProxyStatus {
+	s := lab.ProxyStatus{Running: processAlive(st.ProxyPIDs[node])}
+	if data, err := os.ReadFile(appliedPath(p.Store.Dir(st.Config.Name), node)); err == nil {
+		s.Applied, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	}
+	return s
+}
+
+// waitForProxies waits until every node's proxy has put the lab's current generation into the kernel.
+func (p *Provider) waitForProxies(ctx context.Context, st *state.Lab) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for _, n := range st.Nodes {
+		for {
+			s := p.proxyStatus(st, n.Name)
+			if s.Applied >= st.Generation {
+				break
+			}
+			if !s.Running {
+				return fmt.Errorf("kube-proxy on %s stopped; its log:\n%s", n.Name, tail(p.proxyLog(st.Config.Name, n.Name), 15))
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("kube-proxy on %s did not apply the lab's changes within 90s (%v); its log:\n%s", n.Name, errTimeout, tail(p.proxyLog(st.Config.Name, n.Name), 15))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

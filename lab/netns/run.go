@@ -1,0 +1,162 @@
+package netns
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ipCmd runs iproute2's ip with argv (never through a shell) and returns its stderr as the error.
+func ipCmd(ctx context.Context, args ...string) error {
+	_, err := ipOutput(ctx, args...)
+	return err
+}
+
+func ipOutput(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ip", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("ip %s: %s", strings.Join(args, " "), msg)
+	}
+	return stdout.String(), nil
+}
+
+// nsPath is where `ip netns add` pins a namespace.
+func nsPath(name string) string { return filepath.Join("/run/netns", name) }
+
+func nsExists(name string) bool {
+	_, err := os.Stat(nsPath(name))
+	return err == nil
+}
+
+// inNamespace runs fn on an OS thread that has entered the named network namespace. Sockets fn opens belong to
+// that namespace, and /proc/sys/net opened by fn shows that namespace's sysctls. The thread is never handed back
+// to the Go scheduler: the goroutine exits still locked, so the runtime retires the thread.
+func inNamespace(name string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(nsPath(name))
+		if err != nil {
+			errc <- fmt.Errorf("namespace %s: %w", name, err)
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter namespace %s: %w", name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// setSysctls writes sysctls (as "net/ipv4/ip_forward" paths under /proc/sys) inside a namespace. Only
+// per-namespace sysctls are written, so the root namespace is untouched.
+func setSysctls(ns string, values map[string]string) error {
+	return inNamespace(ns, func() error {
+		for path, v := range values {
+			if err := os.WriteFile(filepath.Join("/proc/sys", path), []byte(v), 0o644); err != nil {
+				return fmt.Errorf("namespace %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(path, "/", "."), v, err)
+			}
+		}
+		return nil
+	})
+}
+
+// startDetached starts argv inside a namespace as a daemon: its own session, stdin from /dev/null, output to
+// logPath. `ip netns exec` execs argv in place, so the pid returned is the daemon's own.
+func startDetached(ns, logPath string, argv []string) (int, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns, err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it dies while this command still runs; otherwise init adopts it.
+	go cmd.Wait()
+	return pid, nil
+}
+
+// namespacePids lists the processes whose network namespace is ns.
+func namespacePids(ctx context.Context, ns string) ([]int, error) {
+	out, err := ipOutput(ctx, "netns", "pids", ns)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(out) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// removeNamespace stops every process in a namespace (TERM, then KILL) and deletes the namespace; its veths and
+// bridges go with it. A namespace that does not exist is not an error.
+func removeNamespace(ctx context.Context, ns string) error {
+	if !nsExists(ns) {
+		return nil
+	}
+	pids, err := namespacePids(ctx, ns)
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		pids, _ = namespacePids(ctx, ns)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := ipCmd(ctx, "netns", "del", ns); err != nil && nsExists(ns) {
+		return err
+	}
+	return nil
+}
+
+// processAlive tells whether pid names a live (not zombie) process.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+var errTimeout = errors.New("timed out")

@@ -1,0 +1,219 @@
+// Package state keeps a lab's state on disk: its configuration, what it is made of (namespaces, processes) and
+// its Kubernetes objects. Writers hold an exclusive flock on the lab's lock file, so two commands on one lab
+// never interleave; a save is an atomic rename, so readers (the node proxies) never see half a file.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// DefaultRoot is where labs live. It is on tmpfs: network namespaces do not survive a reboot, nor should the
+// state that describes them.
+const DefaultRoot = "/run/k8sguide"
+
+// Root returns the state root: $K8SGUIDE_STATE_DIR, or DefaultRoot.
+func Root() string {
+	if d := os.Getenv("K8SGUIDE_STATE_DIR"); d != "" {
+		return d
+	}
+	return DefaultRoot
+}
+
+// Phase tells how far a lab got.
+type Phase string
+
+const (
+	Creating Phase = "creating"
+	Ready    Phase = "ready"
+)
+
+// Lab is everything k8sguide knows about one lab.
+type Lab struct {
+	Config   lab.Config `json:"config"`
+	Provider string     `json:"provider"`
+	Phase    Phase      `json:"phase"`
+	// Generation counts saves; it doubles as the resourceVersion of objects changed by that save, and node
+	// proxies report the generation they have applied.
+	Generation int64 `json:"generation"`
+	Nodes      []lab.Node `json:"nodes"`
+	// Namespaces lists every network namespace made for the lab, recorded before it is made, so that `down`
+	// (or a failed `up`) removes exactly what is ours.
+	Namespaces []string `json:"namespaces"`
+	// ProxyPIDs maps each node to the pid of its Service proxy process.
+	ProxyPIDs map[string]int `json:"proxyPIDs,omitempty"`
+
+	Deployments    []appsv1.Deployment          `json:"deployments,omitempty"`
+	Pods           []v1.Pod                     `json:"pods,omitempty"`
+	Services       []v1.Service                 `json:"services,omitempty"`
+	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
+}
+
+// Node returns the named node.
+func (l *Lab) Node(name string) (lab.Node, bool) {
+	for _, n := range l.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return lab.Node{}, false
+}
+
+// Store is a directory of labs.
+type Store struct{ Root string }
+
+// Default is the store at Root().
+func Default() Store { return Store{Root: Root()} }
+
+// Dir is the directory of one lab; logs and proxy reports live there too.
+func (s Store) Dir(name string) string { return filepath.Join(s.Root, name) }
+
+func (s Store) statePath(name string) string { return filepath.Join(s.Dir(name), "state.json") }
+
+// Handle is a lab locked for writing.
+type Handle struct {
+	Name  string
+	store Store
+	lock  *os.File
+}
+
+// ErrExists says a lab of that name already exists.
+var ErrExists = errors.New("already exists")
+
+// Create makes a new lab directory and locks it. It fails with ErrExists if the lab exists.
+func (s Store) Create(name string) (*Handle, error) {
+	if err := os.MkdirAll(s.Root, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(s.Dir(name), 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("lab %q %w (remove it with: k8sguide down --name %s)", name, ErrExists, name)
+		}
+		return nil, err
+	}
+	return s.lockDir(name)
+}
+
+// Lock waits for exclusive access to an existing lab.
+func (s Store) Lock(name string) (*Handle, error) {
+	if _, err := os.Stat(s.Dir(name)); err != nil {
+		return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
+	}
+	h, err := s.lockDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (s Store) lockDir(name string) (*Handle, error) {
+	path := filepath.Join(s.Dir(name), "lock")
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
+			}
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock lab %s: %w", name, err)
+		}
+		// `down` removes the lock file while holding it; whoever waited on it holds a lock on nothing.
+		var held, now syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &now) == nil && held.Ino == now.Ino {
+			return &Handle{Name: name, store: s, lock: f}, nil
+		}
+		f.Close()
+		if _, err := os.Stat(s.Dir(name)); err != nil {
+			return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
+		}
+	}
+}
+
+// Load reads the lab's state. A lab whose state was never saved (an `up` that just started) loads as empty.
+func (h *Handle) Load() (*Lab, error) { return h.store.Read(h.Name) }
+
+// Save writes the lab's state atomically and bumps its generation.
+func (h *Handle) Save(l *Lab) error {
+	l.Generation++
+	data, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := h.store.statePath(h.Name) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, h.store.statePath(h.Name))
+}
+
+// Remove deletes the lab's directory (state, logs, lock) and releases the lock.
+func (h *Handle) Remove() error {
+	err := os.RemoveAll(h.store.Dir(h.Name))
+	h.Close()
+	return err
+}
+
+// Close releases the lock.
+func (h *Handle) Close() {
+	if h.lock != nil {
+		h.lock.Close()
+		h.lock = nil
+	}
+}
+
+// Read loads a lab's state without locking; saves are atomic renames, so this never sees a torn file.
+func (s Store) Read(name string) (*Lab, error) {
+	data, err := os.ReadFile(s.statePath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(s.Dir(name)); derr != nil {
+			return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
+		}
+		return &Lab{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l Lab
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, s.statePath(name), err)
+	}
+	return &l, nil
+}
+
+// List names the labs in the store.
+func (s Store) List() ([]string, error) {
+	entries, err := os.ReadDir(s.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (s Store) mustList() []string {
+	names, _ := s.List()
+	return names
+}
