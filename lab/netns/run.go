@@ -46,23 +46,38 @@ func nsExists(name string) bool {
 }
 
 // inNamespace runs fn on an OS thread that has entered the named network namespace. Sockets fn opens belong to
-// that namespace, and /proc/sys/net opened by fn shows that namespace's sysctls. The thread is never handed back
-// to the Go scheduler: the goroutine exits still locked, so the runtime retires the thread.
+// that namespace, and /proc/sys/net opened by fn shows that namespace's sysctls. The thread returns to its own
+// namespace afterwards; if it cannot, it stays locked so the runtime retires it. (Retiring alone is not enough:
+// the goroutine may run on the main thread, which the runtime never retires, and the whole process would then
+// count as a member of the namespace.)
 func inNamespace(name string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		f, err := os.Open(nsPath(name))
+		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer own.Close()
+		target, err := os.Open(nsPath(name))
+		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("namespace %s: %w", name, err)
 			return
 		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("enter namespace %s: %w", name, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

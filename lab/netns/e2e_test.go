@@ -1,0 +1,379 @@
+package netns_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// These tests drive the real k8sguide binary, as a user would, against real namespaces, real kube-proxy rules
+// and real connections. They need root and the iptables and nftables tools; without them they skip and say why.
+
+var (
+	binary   string // the k8sguide binary under test
+	stateDir string // a state root private to this test run
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		return m.Run() // the tests skip themselves
+	}
+	dir, err := os.MkdirTemp("", "k8sguide-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The not-root test runs the binary as nobody, who must be able to reach it.
+	os.Chmod(dir, 0o755)
+	binary = os.Getenv("K8SGUIDE_BIN")
+	if binary == "" {
+		binary = filepath.Join(dir, "k8sguide")
+		build := exec.Command("go", "build", "-o", binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building k8sguide:", err)
+			return 1
+		}
+	}
+	stateDir = filepath.Join(dir, "state")
+	os.Setenv("K8SGUIDE_STATE_DIR", stateDir)
+	return m.Run()
+}
+
+func needRoot(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and netfilter rules (run the tests as root, as CI does)")
+	}
+	for _, tool := range append([]string{"ip"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s on PATH", tool)
+		}
+	}
+}
+
+func toolFor(d lab.Dataplane) string {
+	if d == lab.NFTables {
+		return "nft"
+	}
+	return "iptables-restore"
+}
+
+// k8sguide runs the binary and returns stdout; stderr goes to the test log.
+func k8sguide(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
+	if err != nil {
+		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func mustK8sguide(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := k8sguide(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func provider() *netns.Provider {
+	return &netns.Provider{Store: state.Store{Root: stateDir}, Exe: binary}
+}
+
+// upLab creates a lab and registers its removal, so a failing test leaves nothing behind.
+func upLab(t testing.TB, name string, args ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
+			k8sguide(t, "down", "--name", name)
+		}
+		assertNothingLeft(t, name)
+	})
+	mustK8sguide(t, append([]string{"up", "--name", name}, args...)...)
+}
+
+// assertNothingLeft checks that no namespace, process, veth or state of the lab remains.
+func assertNothingLeft(t testing.TB, name string) {
+	t.Helper()
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], name+"-") {
+			t.Errorf("namespace %s is left behind", f[0])
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, _ := os.ReadFile(p)
+		if bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(name)) && bytes.Contains(data, []byte(binary)) {
+			t.Errorf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '}))
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	if strings.Contains(string(links), "veth-node") {
+		t.Errorf("a lab veth is left in the root namespace:\n%s", links)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
+		t.Errorf("state of lab %s is left behind", name)
+	}
+}
+
+func nodePortOf(t testing.TB, name, service string) string {
+	t.Helper()
+	w, err := provider().Workloads(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := w.Services(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs {
+		if s.Name == service {
+			return strconv.Itoa(int(s.Spec.Ports[0].NodePort))
+		}
+	}
+	t.Fatalf("service %s not found", service)
+	return ""
+}
+
+func TestEndToEnd(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			needRoot(t, toolFor(d))
+			testEndToEnd(t, d)
+		})
+	}
+}
+
+func testEndToEnd(t *testing.T, d lab.Dataplane) {
+	name := "e2e-" + string(d)[:3]
+	upLab(t, name, "--dataplane", string(d))
+	mustK8sguide(t, "deploy", "--name", name)
+	out := mustK8sguide(t, "nodeport", "--name", name)
+	port := nodePortOf(t, name, "web")
+	if !strings.Contains(out, "80:"+port+"/TCP") {
+		t.Errorf("nodeport output does not show 80:%s/TCP", port)
+	}
+	ctx := context.Background()
+	p := provider()
+	status, err := p.Status(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := p.Workloads(ctx, name)
+	pods, _ := w.Pods(ctx)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want 3", len(pods))
+	}
+
+	// 30 connections from the client to each node's NodePort: all answer, and all 3 pods answer overall.
+	answered := map[string]int{}
+	for _, n := range status.Nodes {
+		addr := net.JoinHostPort(n.IP, port)
+		pr := lab.ProbeAddr(ctx, p, name, addr, 30)
+		if pr.Failures != 0 {
+			t.Errorf("%s: %d of 30 connections failed: %s", addr, pr.Failures, pr.LastErr)
+		}
+		for pod, c := range pr.Answers {
+			answered[pod] += c
+		}
+		// The pod sees the node's address: externalTrafficPolicy Cluster masquerades (SNAT) NodePort traffic.
+		for src := range pr.Sources {
+			if src == "172.18.0.1" {
+				t.Errorf("%s: a pod saw the client's own address; NodePort traffic should be masqueraded", addr)
+			}
+		}
+	}
+	for _, pod := range pods {
+		if answered[pod.Name] == 0 {
+			t.Errorf("pod %s never answered (answers: %v)", pod.Name, answered)
+		}
+	}
+
+	// The kernel's rules carry the Service's chains, named after it.
+	for _, n := range status.Nodes {
+		var rules string
+		if d == lab.NFTables {
+			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "nft", "list", "table", "ip", "kube-proxy")
+			for _, want := range []string{"service-", "default/web/tcp/", "external-", "endpoint-", "numgen random mod 3", "service-nodeports", port} {
+				if !strings.Contains(rules, want) {
+					t.Errorf("%s: nft ruleset lacks %q", n.Name, want)
+				}
+			}
+		} else {
+			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "iptables-save", "-t", "nat")
+			for _, want := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", `"default/web"`, "--dport " + port, "statistic --mode random --probability 0.33333333349"} {
+				if !strings.Contains(rules, want) {
+					t.Errorf("%s: iptables-save lacks %q", n.Name, want)
+				}
+			}
+		}
+	}
+
+	// Scale to one replica: only that pod answers, on every node.
+	mustK8sguide(t, "scale", "--name", name, "--replicas", "1")
+	pods, _ = w.Pods(ctx)
+	if len(pods) != 1 {
+		t.Fatalf("%d pods after scale --replicas 1", len(pods))
+	}
+	for _, n := range status.Nodes {
+		pr := lab.ProbeAddr(ctx, p, name, net.JoinHostPort(n.IP, port), 10)
+		if pr.Failures != 0 || len(pr.Answers) != 1 || pr.Answers[pods[0].Name] != 10 {
+			t.Errorf("%s after scale to 1: answers %v, failures %d (%s), want only %s", n.Name, pr.Answers, pr.Failures, pr.LastErr, pods[0].Name)
+		}
+	}
+
+	mustK8sguide(t, "down", "--name", name)
+	assertNothingLeft(t, name)
+}
+
+func TestNodePortAllocation(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := "e2e-alloc"
+	upLab(t, name, "--workers", "1")
+	mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
+	mustK8sguide(t, "nodeport", "--name", name, "--node-port", "30009", "--check", "0")
+	if got := nodePortOf(t, name, "web"); got != "30009" {
+		t.Fatalf("explicit nodePort: got %s", got)
+	}
+	_, err := k8sguide(t, "nodeport", "--name", name, "--service", "web2", "--node-port", "30009")
+	if err == nil || !strings.Contains(err.Error(), `Service "web2" is invalid: spec.ports[0].nodePort: Invalid value: 30009: provided port is already allocated`) {
+		t.Errorf("collision: %v", err)
+	}
+	_, err = k8sguide(t, "nodeport", "--name", name, "--service", "web3", "--node-port", "32768")
+	if err == nil || !strings.Contains(err.Error(), "provided port is not in the valid range. The range of valid ports is 30000-32767") {
+		t.Errorf("out of range: %v", err)
+	}
+	for i := 0; i < 10; i++ {
+		svc := fmt.Sprintf("dyn%d", i)
+		mustK8sguide(t, "nodeport", "--name", name, "--service", svc, "--check", "0")
+		if np, _ := strconv.Atoi(nodePortOf(t, name, svc)); np < 30086 {
+			t.Errorf("dynamic nodePort %d is in the static band 30000-30085", np)
+		}
+	}
+	// Refused Services left nothing: they are not in the lab.
+	w, _ := provider().Workloads(context.Background(), name)
+	svcs, _ := w.Services(context.Background())
+	if len(svcs) != 11 {
+		t.Errorf("%d services, want 11", len(svcs))
+	}
+}
+
+func TestNodePortAddresses(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			needRoot(t, toolFor(d), "curl")
+			// Serve NodePorts only on the pod-bridge addresses (10.244.0.0/16): the node network address must not answer.
+			name := "e2e-npa" + string(d)[:1]
+			upLab(t, name, "--dataplane", string(d), "--workers", "1", "--nodeport-addresses", "10.244.0.0/16")
+			mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
+			mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			port := nodePortOf(t, name, "web")
+			ctx := context.Background()
+			p := provider()
+			// Inside the CIDR: the worker's cni0 address, reached from the control-plane node (which routes
+			// 10.244.1.0/24 to the worker).
+			inside := net.JoinHostPort("10.244.1.1", port)
+			var out bytes.Buffer
+			err := p.Exec(ctx, name, name+"-control-plane", []string{"curl", "-s", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", "http://" + inside + "/"}, lab.Streams{Out: &out, Err: &out})
+			if err != nil || out.String() != "200" {
+				t.Errorf("NodePort on %s (inside --nodeport-addresses): %v %q", inside, err, out.String())
+			}
+			// Outside the CIDR: the worker's node-network address.
+			outside := net.JoinHostPort("172.18.0.3", port)
+			if pr := lab.ProbeAddr(ctx, p, name, outside, 3); pr.Failures != 3 {
+				t.Errorf("NodePort on %s (outside --nodeport-addresses) answered: %v", outside, pr.Answers)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := "e2e-bad"
+	upLab(t, name, "--workers", "0")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--name", name}, `lab "e2e-bad" already exists`},
+		{[]string{"down", "--name", "e2e-nosuchlab"}, `no lab named "e2e-nosuchlab"`},
+		{[]string{"exec", "--name", name, "e2e-bad-worker9", "--", "true"}, `no node named "e2e-bad-worker9"`},
+		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "bogus"}, `unknown dataplane "bogus"`},
+		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "ipvs"}, "dataplane ipvs:"},
+		{[]string{"up", "--name", "e2e-bad2", "--nodeport-addresses", "10.0.0.0/33"}, "is not a CIDR"},
+		{[]string{"up", "--name", "e2e-bad2", "--service-node-port-range", "40000-30000"}, "invalid --service-node-port-range"},
+		{[]string{"up", "--name", "Bad_Name"}, "invalid lab name"},
+		{[]string{"scale", "--name", name, "--deployment", "nope", "--replicas", "2"}, `deployments.apps "nope" not found`},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "ERROR: ") || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("k8sguide %s: exit %v, stderr %q; want one ERROR line containing %q", strings.Join(tc.args, " "), err, stderr.String(), tc.want)
+		}
+	}
+	assertNothingLeft(t, "e2e-bad2")
+	// exec passes on the command's exit status.
+	err := exec.Command(binary, "exec", "--name", name, name+"-control-plane", "--", "sh", "-c", "exit 7").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Errorf("exec exit status: %v, want 7", err)
+	}
+	// Not root: one clear line, nothing made.
+	cmd := exec.Command(binary, "up", "--name", "e2e-bad3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "needs root") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("up as nobody: %v %q", err, stderr.String())
+	}
+	assertNothingLeft(t, "e2e-bad3")
+}
+
+// TestInterruptedUpLeavesNothing sends SIGINT while `up` runs: everything made so far must be removed.
+func TestInterruptedUpLeavesNothing(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := "e2e-int"
+	defer assertNothingLeft(t, name)
+	for _, delay := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond} {
+		cmd := exec.Command(binary, "up", "--name", name)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		t.Logf("up interrupted after %v: %v", delay, err)
+		if err == nil {
+			// It finished before the signal: tear it down normally.
+			mustK8sguide(t, "down", "--name", name)
+		}
+		assertNothingLeft(t, name)
+	}
+}
