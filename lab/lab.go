@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -113,6 +114,8 @@ type Status struct {
 type ProxyStatus struct {
 	Running bool  `json:"running"`
 	Applied int64 `json:"applied"`
+	// LastSync is how long the proxier took to put the last applied generation into the kernel.
+	LastSync time.Duration `json:"lastSync"`
 }
 
 // Streams are the standard streams of a command run in a node.

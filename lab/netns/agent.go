@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,15 +66,17 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 	applied := int64(-1)
 	for {
 		if st.Generation != applied {
+			start := time.Now()
 			proxy.Apply(st.Services, st.EndpointSlices)
+			took := time.Since(start)
 			if applied < 0 {
 				go proxy.Run()
 			}
 			applied = st.Generation
-			if err := writeApplied(dir, nodeName, applied); err != nil {
+			if err := writeApplied(dir, nodeName, applied, took); err != nil {
 				return err
 			}
-			logger.Info("applied", "generation", applied, "services", len(st.Services), "endpointSlices", len(st.EndpointSlices))
+			logger.Info("applied", "generation", applied, "services", len(st.Services), "endpointSlices", len(st.EndpointSlices), "sync", took)
 		}
 		select {
 		case <-ctx.Done():
@@ -94,9 +95,10 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 	}
 }
 
-func writeApplied(dir, node string, generation int64) error {
+// writeApplied reports a generation as applied, with how long the proxier's sync of it took.
+func writeApplied(dir, node string, generation int64, sync time.Duration) error {
 	path := appliedPath(dir, node)
-	if err := os.WriteFile(path+".tmp", []byte(strconv.FormatInt(generation, 10)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path+".tmp", []byte(fmt.Sprintf("%d %d\n", generation, sync.Nanoseconds())), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(path+".tmp", path)

@@ -84,7 +84,9 @@ func k8sguide(t testing.TB, args ...string) (string, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
+	if _, bench := t.(*testing.B); !bench || err != nil {
+		t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
+	}
 	if err != nil {
 		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
 	}

@@ -375,7 +375,11 @@ func (p *Provider) nodeProxyArgv(labName, node string) []string {
 func (p *Provider) proxyStatus(st *state.Lab, node string) lab.ProxyStatus {
 	s := lab.ProxyStatus{Running: processAlive(st.ProxyPIDs[node])}
 	if data, err := os.ReadFile(appliedPath(p.Store.Dir(st.Config.Name), node)); err == nil {
-		s.Applied, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			s.Applied, _ = strconv.ParseInt(f[0], 10, 64)
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			s.LastSync = time.Duration(ns)
+		}
 	}
 	return s
 }

@@ -1,0 +1,96 @@
+package netns_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// Benchmarks print the figures `make bench` reports. They time the real CLI on real namespaces.
+
+func BenchmarkUp(b *testing.B) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		b.Run(string(d), func(b *testing.B) {
+			needRoot(b, toolFor(d))
+			name := "bench-up-" + string(d)[:3]
+			for i := 0; i < b.N; i++ {
+				b.StartTimer()
+				mustK8sguide(b, "up", "--name", name, "--dataplane", string(d))
+				b.StopTimer()
+				mustK8sguide(b, "down", "--name", name)
+			}
+			assertNothingLeft(b, name)
+		})
+	}
+}
+
+func BenchmarkDeployAndNodePort(b *testing.B) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		b.Run(string(d), func(b *testing.B) {
+			needRoot(b, toolFor(d))
+			name := "bench-dnp-" + string(d)[:3]
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				mustK8sguide(b, "up", "--name", name, "--dataplane", string(d))
+				b.StartTimer()
+				mustK8sguide(b, "deploy", "--name", name)
+				mustK8sguide(b, "nodeport", "--name", name, "--check", "1")
+				b.StopTimer()
+				mustK8sguide(b, "down", "--name", name)
+			}
+			assertNothingLeft(b, name)
+		})
+	}
+}
+
+// BenchmarkProxierSync1000 applies 1,000 ClusterIP Services (each with the web Deployment's 3 endpoints) to a
+// one-node lab and reports the proxier's own time for that sync (sync-ms), as the node proxy measured it around
+// the upstream syncProxyRules; ns/op is the whole `deploy` including the wait for the rules.
+func BenchmarkProxierSync1000(b *testing.B) {
+	var manifest strings.Builder
+	manifest.WriteString(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]}
+`)
+	for i := 0; i < 1000; i++ {
+		fmt.Fprintf(&manifest, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {selector: {app: web}, ports: [{port: 80}]}\n", i)
+	}
+	file := filepath.Join(b.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(manifest.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		b.Run(string(d), func(b *testing.B) {
+			needRoot(b, toolFor(d))
+			name := "bench-sync-" + string(d)[:3]
+			var sync time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				mustK8sguide(b, "up", "--name", name, "--dataplane", string(d), "--workers", "0")
+				b.StartTimer()
+				mustK8sguide(b, "deploy", "--name", name, file)
+				b.StopTimer()
+				s, err := provider().Status(context.Background(), name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sync += s.Proxies[name+"-control-plane"].LastSync
+				mustK8sguide(b, "down", "--name", name)
+			}
+			b.ReportMetric(float64(sync.Milliseconds())/float64(b.N), "sync-ms")
+			assertNothingLeft(b, name)
+		})
+	}
+}
