@@ -63,6 +63,8 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 	logger.Info("kube-proxy started", "dataplane", st.Config.Dataplane, "nodeIP", node.IP, "nodePortAddresses", st.Config.NodePortAddresses)
 
 	dir := store.Dir(labName)
+	statePath := store.StatePath(labName)
+	var seen os.FileInfo
 	applied := int64(-1)
 	for {
 		if st.Generation != applied {
@@ -83,15 +85,24 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 			return nil
 		case <-time.After(pollInterval):
 		}
-		next, err := store.Read(labName)
+		// Saves are atomic renames, so new state is a new file; inode numbers can be reused, so the modification
+		// time and size are compared too. Only a changed file is read and decoded.
+		fi, err := os.Stat(statePath)
 		if err != nil {
 			if _, serr := os.Stat(dir); serr != nil {
 				return nil // the lab was removed: nothing left to proxy for
 			}
+			continue
+		}
+		if seen != nil && os.SameFile(fi, seen) && fi.ModTime().Equal(seen.ModTime()) && fi.Size() == seen.Size() {
+			continue
+		}
+		next, err := store.Read(labName)
+		if err != nil {
 			logger.Error(err, "reading lab state")
 			continue
 		}
-		st = next
+		st, seen = next, fi
 	}
 }
 

@@ -79,7 +79,8 @@ func Default() Store { return Store{Root: Root()} }
 // Dir is the directory of one lab; logs and proxy reports live there too.
 func (s Store) Dir(name string) string { return filepath.Join(s.Root, name) }
 
-func (s Store) statePath(name string) string { return filepath.Join(s.Dir(name), "state.json") }
+// StatePath is the lab's state file. Every save replaces it by rename.
+func (s Store) StatePath(name string) string { return filepath.Join(s.Dir(name), "state.json") }
 
 // Handle is a lab locked for writing.
 type Handle struct {
@@ -153,11 +154,11 @@ func (h *Handle) Save(l *Lab) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.store.statePath(h.Name) + ".tmp"
+	tmp := h.store.StatePath(h.Name) + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, h.store.statePath(h.Name))
+	return os.Rename(tmp, h.store.StatePath(h.Name))
 }
 
 // Remove deletes the lab's directory (state, logs, lock) and releases the lock.
@@ -177,7 +178,7 @@ func (h *Handle) Close() {
 
 // Read loads a lab's state without locking; saves are atomic renames, so this never sees a torn file.
 func (s Store) Read(name string) (*Lab, error) {
-	data, err := os.ReadFile(s.statePath(name))
+	data, err := os.ReadFile(s.StatePath(name))
 	if errors.Is(err, os.ErrNotExist) {
 		if _, derr := os.Stat(s.Dir(name)); derr != nil {
 			return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
@@ -189,7 +190,7 @@ func (s Store) Read(name string) (*Lab, error) {
 	}
 	var l Lab
 	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, s.statePath(name), err)
+		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, s.StatePath(name), err)
 	}
 	return &l, nil
 }
