@@ -11,7 +11,7 @@ import (
 func nodePortService(name string, nodePort int32) *v1.Service {
 	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, Ports: []v1.ServicePort{{Port: 80, NodePort: nodePort, Protocol: v1.ProtocolTCP}}},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeNodePort, Ports: []v1.ServicePort{{Port: 80, NodePort: nodePort, Protocol: v1.ProtocolTCP}}},
 	}
 }
 

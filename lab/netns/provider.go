@@ -162,12 +162,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 
 	// Like kind, one line per step, ticked when it is done.
-	step := func(msg string) func() {
-		return func() { fmt.Fprintf(progress, " ✓ %s\n", msg) }
-	}
+	done := func(msg string) { fmt.Fprintf(progress, " ✓ %s\n", msg) }
 	fmt.Fprintf(progress, "Creating lab %q (provider netns, dataplane %s) ...\n", cfg.Name, cfg.Dataplane)
-
-	done := step(fmt.Sprintf("Preparing nodes %s", strings.Repeat("📦 ", len(names))))
 	if err = p.makeClient(ctx, cfg.Name); err != nil {
 		return err
 	}
@@ -176,9 +172,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
-	done()
+	done(fmt.Sprintf("Preparing nodes %s", strings.Repeat("📦 ", len(names))))
 
-	done = step("Wiring pod routes between nodes (like kindnet) 🔌")
 	for _, n := range st.Nodes {
 		for _, other := range st.Nodes {
 			if other.Name != n.Name {
@@ -188,9 +183,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			}
 		}
 	}
-	done()
+	done("Wiring pod routes between nodes (like kindnet) 🔌")
 
-	done = step(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	st.ProxyPIDs = map[string]int{}
 	for _, n := range st.Nodes {
 		pid, err := startDetached(n.Name, p.proxyLog(cfg.Name, n.Name), p.nodeProxyArgv(cfg.Name, n.Name))
@@ -206,7 +200,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.waitForProxies(ctx, st); err != nil {
 		return err
 	}
-	done()
+	done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	h.Close()
 	fmt.Fprintf(progress, "Lab %q is ready. Nodes:\n", cfg.Name)
 	for _, n := range st.Nodes {
@@ -258,7 +252,7 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 	// A node forwards for its pods; bridged pod traffic must pass netfilter, or replies from a pod on the same
 	// bridge skip conntrack's reverse NAT (kube-proxy's documented br_netfilter requirement).
 	return setSysctls(n.Name, map[string]string{
-		"net/ipv4/ip_forward":                 "1",
+		"net/ipv4/ip_forward":                "1",
 		"net/bridge/bridge-nf-call-iptables": "1",
 	})
 }
@@ -397,7 +391,7 @@ func (p *Provider) waitForProxies(ctx context.Context, st *state.Lab) error {
 				return fmt.Errorf("kube-proxy on %s stopped; its log:\n%s", n.Name, tail(p.proxyLog(st.Config.Name, n.Name), 15))
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("kube-proxy on %s did not apply the lab's changes within 90s (%v); its log:\n%s", n.Name, errTimeout, tail(p.proxyLog(st.Config.Name, n.Name), 15))
+				return fmt.Errorf("kube-proxy on %s did not apply the lab's changes within 90s; its log:\n%s", n.Name, tail(p.proxyLog(st.Config.Name, n.Name), 15))
 			}
 			select {
 			case <-ctx.Done():

@@ -3,7 +3,6 @@ package netns
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -173,5 +172,3 @@ func processAlive(pid int) bool {
 	}
 	return true
 }
-
-var errTimeout = errors.New("timed out")

@@ -46,7 +46,7 @@ type Lab struct {
 	Phase    Phase      `json:"phase"`
 	// Generation counts saves; it doubles as the resourceVersion of objects changed by that save, and node
 	// proxies report the generation they have applied.
-	Generation int64 `json:"generation"`
+	Generation int64      `json:"generation"`
 	Nodes      []lab.Node `json:"nodes"`
 	// Namespaces lists every network namespace made for the lab, recorded before it is made, so that `down`
 	// (or a failed `up`) removes exactly what is ours.
@@ -54,9 +54,9 @@ type Lab struct {
 	// ProxyPIDs maps each node to the pid of its Service proxy process.
 	ProxyPIDs map[string]int `json:"proxyPIDs,omitempty"`
 
-	Deployments    []appsv1.Deployment          `json:"deployments,omitempty"`
-	Pods           []v1.Pod                     `json:"pods,omitempty"`
-	Services       []v1.Service                 `json:"services,omitempty"`
+	Deployments    []appsv1.Deployment         `json:"deployments,omitempty"`
+	Pods           []v1.Pod                    `json:"pods,omitempty"`
+	Services       []v1.Service                `json:"services,omitempty"`
 	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
 }
 

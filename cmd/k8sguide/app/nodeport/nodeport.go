@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
