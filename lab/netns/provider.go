@@ -31,6 +31,7 @@ import (
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/alloc"
 	"github.com/k8sguide/k8sguide/lab/state"
+	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
 // ProviderName is the name of this provider.
@@ -231,8 +232,10 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.Node) error {
 	client := lab.ClientName(labName)
 	port := fmt.Sprintf("veth-node%d", i)
-	gw, _ := netip.ParsePrefix(podCIDR(i))
-	gwAddr := netip.PrefixFrom(gw.Addr().Next(), gw.Bits())
+	gw, err := workload.Gateway(n.PodCIDR)
+	if err != nil {
+		return err
+	}
 	for _, args := range [][]string{
 		{"netns", "add", n.Name},
 		{"-n", n.Name, "link", "set", "lo", "up"},
@@ -242,7 +245,7 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		{"-n", n.Name, "link", "set", "eth0", "up"},
 		{"-n", n.Name, "route", "add", "default", "via", clientIP},
 		{"-n", n.Name, "link", "add", "cni0", "type", "bridge"},
-		{"-n", n.Name, "addr", "add", gwAddr.String(), "dev", "cni0"},
+		{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
 		{"-n", n.Name, "link", "set", "cni0", "up"},
 	} {
 		if err := ipCmd(ctx, args...); err != nil {
