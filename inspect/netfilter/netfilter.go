@@ -1,0 +1,510 @@
+// Package netfilter walks a packet through a node's netfilter hooks the way the kernel does: base chains of
+// every table by hook and priority, conntrack before nat (only a flow's first packet sees nat chains), the
+// routing decision after PREROUTING (and again after nat OUTPUT), INPUT for the node, FORWARD and POSTROUTING
+// for everything else. Engines (iptables, nftables) plug in their base chains; random choices inside them fork
+// the walk into paths with exact probabilities.
+package netfilter
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// Hook is a netfilter hook.
+type Hook string
+
+const (
+	Prerouting  Hook = "PREROUTING"
+	Input       Hook = "INPUT"
+	Forward     Hook = "FORWARD"
+	Output      Hook = "OUTPUT"
+	Postrouting Hook = "POSTROUTING"
+)
+
+// Priorities of the iptables tables (and the nftables names for them).
+const (
+	PriorityRaw       = -300
+	PriorityConntrack = -200
+	PriorityMangle    = -150
+	PriorityDstNAT    = -100
+	PriorityFilter    = 0
+	PrioritySrcNAT    = 100
+)
+
+// Verdict ends a base chain.
+type Verdict int
+
+const (
+	Accept Verdict = iota // the packet goes on to the next base chain
+	Drop
+	Reject
+)
+
+// BaseChain is a chain attached to a hook.
+type BaseChain struct {
+	Hook     Hook
+	Priority int
+	Table    string // for the reader: "nat", "filter", "ip kube-proxy"
+	Name     string
+	// NAT chains see only the first packet of a flow, and only until a translation of their kind is set up.
+	NAT bool
+	Run func(w *Walk) Verdict
+}
+
+// Ruleset is one engine's rules on a node.
+type Ruleset interface {
+	BaseChains() []BaseChain
+}
+
+// Packet is the packet as it is while walked.
+type Packet struct {
+	Src, Dst     netip.Addr
+	Sport, Dport uint16 // Sport 0: not known (any)
+	Proto        string
+	Mark         uint32
+	Iif, Oif     string
+	// New is true for a flow's first packet (no live conntrack entry); nat chains run only then.
+	New bool
+	// CtState is what -m conntrack --ctstate / ct state read: NEW or ESTABLISHED, plus DNAT/SNAT once a
+	// translation is set up.
+	CtState []string
+	// Local is true once routing decided the packet is for this node.
+	Local bool
+	// FromNode is true for packets the node makes itself (OUTPUT path).
+	FromNode bool
+}
+
+// HasCtState says whether the packet's conntrack state includes s.
+func (p *Packet) HasCtState(s string) bool {
+	for _, c := range p.CtState {
+		if c == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Names tells the pod and node behind an endpoint address, when the snapshot knows.
+type Names func(ip netip.Addr) (pod, node string)
+
+// Walk is one run through the hooks, following one sequence of random choices.
+type Walk struct {
+	Pkt  Packet
+	Net  *netstate.State
+	Hook Hook
+
+	hops      []trace.Hop
+	verdictBy *trace.Hop
+	dnat      *netip.AddrPort
+	snat      netip.Addr
+	masq      bool
+	natDone   map[string]bool // "dst"/"src" translations set up for this flow
+	egress    string
+	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
+
+	script       []int
+	pos          int
+	prob         float64
+	alternatives [][]int
+	notes        []string
+}
+
+// Add records a visited rule (the hook is filled in).
+func (w *Walk) Add(h trace.Hop) {
+	h.Hook = string(w.Hook)
+	w.hops = append(w.hops, h)
+}
+
+// Hops returns the hops recorded so far.
+func (w *Walk) Hops() []trace.Hop { return w.hops }
+
+// LastHop is the most recently recorded hop, for engines that amend it.
+func (w *Walk) LastHop() *trace.Hop {
+	if len(w.hops) == 0 {
+		return nil
+	}
+	return &w.hops[len(w.hops)-1]
+}
+
+// VerdictBy remembers the hop that dropped or rejected the packet.
+func (w *Walk) VerdictBy(h trace.Hop) { h.Hook = string(w.Hook); w.verdictBy = &h }
+
+// Note adds a sentence for the reader.
+func (w *Walk) Note(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	for _, o := range w.notes {
+		if o == n {
+			return
+		}
+	}
+	w.notes = append(w.notes, n)
+}
+
+// Choose takes a random decision among len(probs) outcomes with the given probabilities (they add up to 1)
+// and returns the outcome this walk follows. Every other outcome with a non-zero probability is walked too,
+// in its own path.
+func (w *Walk) Choose(probs []float64) int {
+	var i int
+	if w.pos < len(w.script) {
+		i = w.script[w.pos]
+	} else {
+		i = -1
+		for j, p := range probs {
+			if p <= 0 {
+				continue
+			}
+			if i < 0 {
+				i = j
+				continue
+			}
+			alt := append(append([]int(nil), w.script...), j)
+			w.alternatives = append(w.alternatives, alt)
+		}
+		if i < 0 {
+			i = 0
+		}
+		w.script = append(w.script, i)
+	}
+	w.pos++
+	w.prob *= probs[i]
+	return i
+}
+
+// Probability is the chance of the choices this walk followed so far.
+func (w *Walk) Probability() float64 { return w.prob }
+
+// DNAT translates the destination (first packet: sets up the flow's translation).
+func (w *Walk) DNAT(to netip.AddrPort) string {
+	from := netip.AddrPortFrom(w.Pkt.Dst, w.Pkt.Dport)
+	w.Pkt.Dst = to.Addr()
+	if to.Port() != 0 {
+		w.Pkt.Dport = to.Port()
+	}
+	w.natDone["dst"] = true
+	w.Pkt.CtState = appendState(w.Pkt.CtState, "DNAT")
+	d := netip.AddrPortFrom(w.Pkt.Dst, w.Pkt.Dport)
+	w.dnat = &d
+	return fmt.Sprintf("destination %s -> %s", from, d)
+}
+
+// Masquerade translates the source to the address the packet leaves with.
+func (w *Walk) Masquerade() string {
+	src := w.masqueradeSource()
+	w.masq = true
+	return w.SNAT(src)
+}
+
+// SNAT translates the source address.
+func (w *Walk) SNAT(to netip.Addr) string {
+	from := w.Pkt.Src
+	w.Pkt.Src = to
+	w.snat = to
+	w.natDone["src"] = true
+	w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+	return fmt.Sprintf("source %s -> %s", from, to)
+}
+
+func (w *Walk) masqueradeSource() netip.Addr {
+	r, ok := w.Net.Lookup(w.Pkt.Dst)
+	if !ok {
+		return w.Pkt.Src
+	}
+	return w.Net.SourceFor(r, w.Pkt.Dst)
+}
+
+// SetMark sets the packet mark and returns the change for the hop.
+func (w *Walk) SetMark(m uint32) string {
+	old := w.Pkt.Mark
+	w.Pkt.Mark = m
+	return fmt.Sprintf("mark %#x -> %#x", old, m)
+}
+
+func appendState(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// Origin says where a walked packet starts.
+type Origin struct {
+	// FromNode: the node itself sends it (OUTPUT path). Otherwise it arrives on Iif.
+	FromNode bool
+	Iif      string
+}
+
+// Run walks flow through the rulesets and returns every path, one per sequence of random choices.
+func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) ([]trace.Path, []string, *trace.Conntrack) {
+	var chains []BaseChain
+	for _, rs := range rulesets {
+		chains = append(chains, rs.BaseChains()...)
+	}
+	sort.SliceStable(chains, func(i, j int) bool { return chains[i].Priority < chains[j].Priority })
+
+	var paths []trace.Path
+	var notes []string
+	var ct *trace.Conntrack
+	queue := [][]int{nil}
+	const maxPaths = 4096
+	for len(queue) > 0 && len(paths) < maxPaths {
+		script := queue[0]
+		queue = queue[1:]
+		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}}
+		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
+			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
+		p, c := w.run(chains, flow, names)
+		paths = append(paths, p)
+		queue = append(queue, w.alternatives...)
+		if c != nil {
+			ct = c
+		}
+		for _, n := range w.notes {
+			if !contains(notes, n) {
+				notes = append(notes, n)
+			}
+		}
+	}
+	if len(queue) > 0 {
+		notes = append(notes, fmt.Sprintf("stopped after %d paths; more random outcomes exist", maxPaths))
+	}
+	return paths, notes, ct
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path, *trace.Conntrack) {
+	var ct *trace.Conntrack
+	finish := func(verdict string) (trace.Path, *trace.Conntrack) {
+		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress}
+		if verdict == trace.Delivered {
+			p.SNAT = w.Pkt.Src.String()
+			if w.dnat != nil {
+				e := &trace.Endpoint{IP: w.dnat.Addr().String(), Port: int(w.dnat.Port())}
+				if names != nil {
+					e.Pod, e.Node = names(w.dnat.Addr())
+				}
+				p.Endpoint = e
+			}
+			p.Reply = w.reply(flow)
+		}
+		return p, ct
+	}
+	hook := func(h Hook) Verdict {
+		w.Hook = h
+		for _, c := range chains {
+			if c.Hook != h {
+				continue
+			}
+			if c.Priority >= PriorityConntrack && !w.ctDone {
+				w.ctDone = true
+				ct = w.lookupConntrack(flow)
+			}
+			if c.NAT {
+				kind := "dst"
+				if h == Postrouting || h == Input {
+					kind = "src"
+				}
+				if !w.Pkt.New || w.natDone[kind] {
+					continue
+				}
+			}
+			if v := c.Run(w); v != Accept {
+				return v
+			}
+		}
+		if !w.ctDone {
+			w.ctDone = true
+			ct = w.lookupConntrack(flow)
+		}
+		return Accept
+	}
+	stop := func(v Verdict) (trace.Path, *trace.Conntrack) {
+		if v == Reject {
+			return finish(trace.Rejected)
+		}
+		return finish(trace.Dropped)
+	}
+
+	if w.Pkt.FromNode {
+		// The socket's route picks the source and first output interface.
+		r, ok := w.Net.Lookup(w.Pkt.Dst)
+		if w.Net.IsLocal(w.Pkt.Dst) {
+			w.Pkt.Oif = "lo"
+		} else if ok {
+			w.Pkt.Oif = r.Dev
+		}
+		if v := hook(Output); v != Accept {
+			return stop(v)
+		}
+		// nat OUTPUT may have changed the destination: route again.
+		if v, done := w.route(); done {
+			return stop(v)
+		}
+		if v := hook(Postrouting); v != Accept {
+			return stop(v)
+		}
+		if !w.Pkt.Local {
+			return finish(trace.Delivered)
+		}
+		// A packet for the node itself loops through lo and comes in again: PREROUTING, then INPUT.
+		w.Pkt.Iif = "lo"
+		w.Pkt.New = false
+		if v := hook(Prerouting); v != Accept {
+			return stop(v)
+		}
+		if v := hook(Input); v != Accept {
+			return stop(v)
+		}
+		return finish(trace.Local)
+	}
+
+	if v := hook(Prerouting); v != Accept {
+		return stop(v)
+	}
+	if v, done := w.route(); done {
+		return stop(v)
+	}
+	if w.Pkt.Local {
+		if v := hook(Input); v != Accept {
+			return stop(v)
+		}
+		return finish(trace.Local)
+	}
+	if v := hook(Forward); v != Accept {
+		return stop(v)
+	}
+	if v := hook(Postrouting); v != Accept {
+		return stop(v)
+	}
+	return finish(trace.Delivered)
+}
+
+// lookupConntrack applies an existing conntrack entry: the flow is not new, nat chains are skipped and the
+// entry's translations apply.
+func (w *Walk) lookupConntrack(flow trace.Flow) *trace.Conntrack {
+	if flow.Sport == 0 {
+		return nil
+	}
+	t := netstate.Tuple{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport}
+	e, dir, ok := w.Net.FindConntrack(flow.Proto, t)
+	if !ok {
+		return nil
+	}
+	w.Pkt.New = false
+	w.Pkt.CtState = []string{"ESTABLISHED"}
+	for _, s := range e.Status {
+		if s == "UNREPLIED" {
+			w.Pkt.CtState = []string{"NEW"}
+		}
+	}
+	if dir == "original" {
+		// The reply tuple names where the flow really goes and which source the endpoint sees.
+		if e.Reply.Src != e.Orig.Dst || e.Reply.Sport != e.Orig.Dport {
+			w.DNAT(netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
+		}
+		if e.Reply.Dst != e.Orig.Src {
+			w.Pkt.Src = e.Reply.Dst
+			w.snat = e.Reply.Dst
+			w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+		}
+	} else {
+		if e.Orig.Src != e.Reply.Dst {
+			w.DNAT(netip.AddrPortFrom(e.Orig.Src, e.Orig.Sport))
+		}
+		if e.Orig.Dst != e.Reply.Src {
+			w.Pkt.Src = e.Orig.Dst
+			w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+		}
+	}
+	w.Note("an existing conntrack entry decides this flow: nat rules are not consulted for it")
+	return &trace.Conntrack{Entry: e.Line, Direction: dir}
+}
+
+// route makes the routing decision for the packet's (possibly translated) destination.
+func (w *Walk) route() (Verdict, bool) {
+	dst := w.Pkt.Dst
+	if w.Net.IsLocal(dst) {
+		w.Pkt.Local = true
+		w.Pkt.Oif = "lo"
+		w.egress = "local delivery on the node"
+		return Accept, false
+	}
+	w.Pkt.Local = false
+	if dst.IsLoopback() {
+		w.Note("%s is a loopback address that no local route covers: the kernel drops it", dst)
+		return Drop, true
+	}
+	if !w.Pkt.FromNode && strings.HasPrefix(w.Pkt.Src.String(), "127.") {
+		w.Note("a packet from a loopback source arriving from outside is a martian: the kernel drops it")
+		return Drop, true
+	}
+	if !w.Pkt.FromNode && w.Net.Sysctls["net.ipv4.ip_forward"] == "0" {
+		w.Note("net.ipv4.ip_forward is 0 on this node: it does not forward")
+		return Drop, true
+	}
+	r, ok := w.Net.Lookup(dst)
+	if !ok {
+		w.Note("no route to %s on this node", dst)
+		w.egress = "no route"
+		return Drop, true
+	}
+	w.Pkt.Oif = r.Dev
+	if r.Gateway.IsValid() {
+		w.egress = fmt.Sprintf("%s via %s", r.Dev, r.Gateway)
+	} else {
+		w.egress = fmt.Sprintf("%s (directly connected %s)", r.Dev, r.Dst)
+	}
+	return Accept, false
+}
+
+// reply describes the way back: conntrack undoes DNAT and SNAT on the endpoint's answer.
+func (w *Walk) reply(flow trace.Flow) *trace.Reply {
+	port := func(p uint16) string {
+		if p == 0 {
+			return "PORT"
+		}
+		return fmt.Sprint(p)
+	}
+	srcPort := port(flow.Sport)
+	replyTo := fmt.Sprintf("%s:%s", w.Pkt.Src, srcPort)
+	if w.masq || w.snat.IsValid() {
+		replyTo = fmt.Sprintf("%s:%s", w.Pkt.Src, "PORT'")
+	}
+	r := &trace.Reply{
+		From:       netip.AddrPortFrom(w.Pkt.Dst, w.Pkt.Dport).String(),
+		To:         replyTo,
+		AsSeenFrom: netip.AddrPortFrom(flow.Dst, flow.Dport).String(),
+		AsSeenTo:   fmt.Sprintf("%s:%s", flow.Src, srcPort),
+	}
+	var undo []string
+	if w.snat.IsValid() {
+		how := "SNAT"
+		if w.masq {
+			how = "MASQUERADE (port PORT' chosen at random with --random-fully)"
+		}
+		undo = append(undo, fmt.Sprintf("the destination back to %s (undoing %s)", r.AsSeenTo, how))
+	}
+	if w.dnat != nil {
+		undo = append(undo, fmt.Sprintf("the source back to %s (undoing the DNAT)", r.AsSeenFrom))
+	}
+	if len(undo) == 0 {
+		r.Text = fmt.Sprintf("the reply %s -> %s needs no translation", r.From, r.To)
+	} else {
+		r.Text = fmt.Sprintf("the reply %s -> %s matches the flow's conntrack entry, which rewrites %s", r.From, r.To, strings.Join(undo, " and "))
+	}
+	return r
+}

@@ -1,0 +1,90 @@
+// Package snapshot is the versioned document `k8sguide snapshot` writes: everything a trace needs from one
+// node, as plain data, so that a trace from it needs no root and no lab.
+package snapshot
+
+import (
+	"encoding/json"
+	"net/netip"
+	"time"
+
+	"github.com/k8sguide/k8sguide/inspect/netstate"
+)
+
+// Version names the snapshot format.
+const Version = "k8sguide.snapshot/v1"
+
+// Snapshot is one node's dataplane state.
+type Snapshot struct {
+	Version   string    `json:"version"`
+	Node      string    `json:"node,omitempty"`
+	Lab       string    `json:"lab,omitempty"`
+	Dataplane string    `json:"dataplane,omitempty"` // what the lab says the node runs; "" when unknown
+	TakenAt   time.Time `json:"takenAt,omitzero"`
+
+	// Iptables holds `iptables-save -c` per backend ("nf_tables", "legacy") that has rules.
+	Iptables map[string]string `json:"iptables,omitempty"`
+	// Nftables is `nft -j list ruleset`; NftablesText is `nft -a list ruleset` (the rule text people read,
+	// with handles that tie it to the JSON).
+	Nftables     json.RawMessage `json:"nftables,omitempty"`
+	NftablesText string          `json:"nftablesText,omitempty"`
+
+	Net        netstate.State `json:"net"`
+	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`
+	// Missing says what could not be collected, and why.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Kubernetes names what the rules point at.
+type Kubernetes struct {
+	Nodes    []Node    `json:"nodes,omitempty"`
+	Pods     []Pod     `json:"pods,omitempty"`
+	Services []Service `json:"services,omitempty"`
+}
+
+// Node is a node of the lab or cluster.
+type Node struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+}
+
+// Pod is a pod with an address.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	IP        string `json:"ip"`
+	Node      string `json:"node"`
+}
+
+// Service is a Service and its ports.
+type Service struct {
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	ClusterIP string        `json:"clusterIP,omitempty"`
+	Ports     []ServicePort `json:"ports,omitempty"`
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	Name     string `json:"name,omitempty"`
+	Protocol string `json:"protocol"`
+	Port     int32  `json:"port"`
+	NodePort int32  `json:"nodePort,omitempty"`
+}
+
+// PodByIP names the pod (namespace/name) and node behind an address.
+func (s *Snapshot) PodByIP(ip netip.Addr) (pod, node string) {
+	if s.Kubernetes == nil {
+		return "", ""
+	}
+	for _, p := range s.Kubernetes.Pods {
+		if p.IP == ip.String() {
+			return p.Namespace + "/" + p.Name, p.Node
+		}
+	}
+	for _, n := range s.Kubernetes.Nodes {
+		if n.IP == ip.String() {
+			return "", n.Name
+		}
+	}
+	return "", ""
+}

@@ -1,0 +1,261 @@
+// Package trace is the engine-independent model of a packet's path through a node's dataplane: what every
+// engine's walker produces, what the renderers print and what verification compares with the kernel.
+//
+// The JSON form of Trace is a stable, documented schema (see SchemaVersion and the README's "trace JSON"
+// section): fields are only ever added within a version.
+package trace
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// SchemaVersion names the JSON schema of Trace.
+const SchemaVersion = "k8sguide.trace/v1"
+
+// Verdicts: what finally happens to the packet on this node.
+const (
+	Delivered = "delivered" // sent on towards an endpoint (a pod here or on another node)
+	Dropped   = "dropped"
+	Rejected  = "rejected"
+	Local     = "local" // handed to a socket on the node itself (nothing translated it to an endpoint)
+)
+
+// Packet is the first packet of a flow as it reaches the node (or leaves it, when the node makes it).
+type Packet struct {
+	Src   string `json:"src"`   // IP or IP:PORT
+	Dst   string `json:"dst"`   // IP:PORT
+	Proto string `json:"proto"` // tcp | udp
+	// From says where the packet comes from: "client" (outside the cluster, arrives on the node's interface),
+	// "node" (made by the node itself) or "pod/NAME" (a pod; arrives from the pod network).
+	From string `json:"from"`
+	// InIface is the interface it arrives on ("" when the node makes it).
+	InIface string `json:"inIface,omitempty"`
+}
+
+// Flow is a packet's addresses, parsed.
+type Flow struct {
+	Src, Dst     netip.Addr
+	Sport, Dport uint16 // Sport 0: any source port
+	Proto        string
+}
+
+// ParseFlow parses a Packet's addresses.
+func (p Packet) ParseFlow() (Flow, error) {
+	var f Flow
+	f.Proto = p.Proto
+	dst, err := netip.ParseAddrPort(p.Dst)
+	if err != nil {
+		return f, fmt.Errorf("destination %q: want IP:PORT", p.Dst)
+	}
+	f.Dst, f.Dport = dst.Addr(), dst.Port()
+	if ap, err := netip.ParseAddrPort(p.Src); err == nil {
+		f.Src, f.Sport = ap.Addr(), ap.Port()
+	} else if a, err := netip.ParseAddr(p.Src); err == nil {
+		f.Src = a
+	} else {
+		return f, fmt.Errorf("source %q: want IP or IP:PORT", p.Src)
+	}
+	return f, nil
+}
+
+// Hop is one rule (or map lookup) the packet was evaluated against.
+type Hop struct {
+	Hook  string `json:"hook"`  // PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING
+	Table string `json:"table"` // iptables: raw/mangle/nat/filter; nftables: "ip kube-proxy"; ebpf: map
+	Chain string `json:"chain"`
+	// Rule is the rule's 1-based position in its chain (iptables -L --line-numbers); 0 for a chain's
+	// policy or for a hop that is not a rule.
+	Rule    int    `json:"rule"`
+	Text    string `json:"text"`
+	Matched bool   `json:"matched"`
+	// Reason says why a rule did not match (the first condition that failed), or what a random choice was.
+	Reason string `json:"reason,omitempty"`
+	// Verdict is what a matched rule did: "jump KUBE-SVC-…", "goto …", "return", "continue", "accept",
+	// "drop", "reject", "dnat to 10.244.1.2:80", "masquerade to 172.18.0.3", "policy accept", ….
+	Verdict string `json:"verdict,omitempty"`
+	// Changes lists what the rule changed in the packet or its conntrack entry ("mark 0x0 -> 0x4000").
+	Changes []string `json:"changes,omitempty"`
+	// Probability is, for a random-choice rule, the chance it matches when evaluated (statistic's stored
+	// value, numgen's 1/N); 0 otherwise.
+	Probability float64 `json:"probability,omitempty"`
+	// Service is the Kubernetes Service the rule belongs to, from its comment or chain name, when known.
+	Service string `json:"service,omitempty"`
+}
+
+// Endpoint is one destination the packet can be translated to.
+type Endpoint struct {
+	IP   string `json:"ip"`
+	Port int    `json:"port"`
+	// Probability is the overall chance this endpoint is chosen for a new flow.
+	Probability float64 `json:"probability"`
+	Pod         string  `json:"pod,omitempty"`  // namespace/name where known
+	Node        string  `json:"node,omitempty"` // the node the pod runs on, where known
+}
+
+// Addr is the endpoint as IP:PORT.
+func (e Endpoint) Addr() string {
+	return netip.AddrPortFrom(netip.MustParseAddr(e.IP), uint16(e.Port)).String()
+}
+
+// Path is one complete outcome of the walk: the rules visited in order and what came of it. A walk has
+// several paths when a rule chooses at random (iptables statistic, nftables numgen).
+type Path struct {
+	Probability float64 `json:"probability"`
+	Hops        []Hop   `json:"hops"`
+	Verdict     string  `json:"verdict"`
+	// VerdictBy is the rule that dropped or rejected the packet.
+	VerdictBy *Hop      `json:"verdictBy,omitempty"`
+	Endpoint  *Endpoint `json:"endpoint,omitempty"`
+	// SNAT is the source address (and port, when fixed) the endpoint sees.
+	SNAT string `json:"snat,omitempty"`
+	// Egress is where the packet leaves the node: interface and next hop.
+	Egress string `json:"egress,omitempty"`
+	Reply  *Reply `json:"reply,omitempty"`
+}
+
+// Reply is the way back: the endpoint's answer and how conntrack undoes the translations.
+type Reply struct {
+	// From and To are the reply's addresses as the endpoint sends it.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// AsSeen are the reply's addresses after conntrack's reverse NAT, as the original sender receives it.
+	AsSeenFrom string `json:"asSeenFrom"`
+	AsSeenTo   string `json:"asSeenTo"`
+	Text       string `json:"text"`
+}
+
+// Conntrack is an existing conntrack entry that decides an established flow.
+type Conntrack struct {
+	Entry string `json:"entry"` // as `conntrack -L` prints it
+	// Direction is "original" when the packet matches the entry's original tuple, "reply" otherwise.
+	Direction string `json:"direction"`
+}
+
+// Trace is the whole answer for one packet.
+type Trace struct {
+	Version   string `json:"version"`
+	Dataplane string `json:"dataplane"` // iptables | nftables | ipvs | ebpf
+	Node      string `json:"node,omitempty"`
+	Packet    Packet `json:"packet"`
+	// Service is the Kubernetes Service the packet was sent to (namespace/name:port), when a rule names it.
+	Service string `json:"service,omitempty"`
+	// Hops are the rules every path visits before the first random choice (all of them when there is none).
+	Hops []Hop `json:"hops"`
+	// Paths are the complete outcomes, most likely first; their probabilities add up to 1.
+	Paths []Path `json:"paths"`
+	// Endpoints are the endpoints the packet can reach, with their overall probabilities.
+	Endpoints []Endpoint `json:"endpoints"`
+	// Verdict is the verdict of every path when they all agree, else "delivered" if any path delivers.
+	Verdict string `json:"verdict"`
+	// SNAT is the source address the endpoint sees, when all delivering paths agree ("" otherwise; see paths).
+	SNAT string `json:"snat,omitempty"`
+	// Conntrack is set when an existing entry decides the flow: nat rules are then not consulted.
+	Conntrack *Conntrack `json:"conntrack,omitempty"`
+	Notes     []string   `json:"notes,omitempty"`
+}
+
+// Finish fills in the fields derived from Paths: order, common hops, endpoints, verdict, SNAT, service.
+func (t *Trace) Finish() {
+	t.Version = SchemaVersion
+	sortPaths(t.Paths)
+	t.Hops = commonPrefix(t.Paths)
+	t.Endpoints = nil
+	index := map[string]int{}
+	verdicts := map[string]bool{}
+	snats := map[string]bool{}
+	for _, p := range t.Paths {
+		verdicts[p.Verdict] = true
+		if p.Verdict == Delivered {
+			snats[p.SNAT] = true
+		}
+		if p.Endpoint == nil {
+			continue
+		}
+		key := p.Endpoint.Addr()
+		if i, ok := index[key]; ok {
+			t.Endpoints[i].Probability += p.Probability
+			continue
+		}
+		index[key] = len(t.Endpoints)
+		e := *p.Endpoint
+		e.Probability = p.Probability
+		t.Endpoints = append(t.Endpoints, e)
+	}
+	switch {
+	case len(verdicts) == 1:
+		for v := range verdicts {
+			t.Verdict = v
+		}
+	case verdicts[Delivered]:
+		t.Verdict = Delivered
+	default:
+		t.Verdict = Dropped
+	}
+	t.SNAT = ""
+	if len(snats) == 1 {
+		for s := range snats {
+			t.SNAT = s
+		}
+	}
+	if t.Service == "" {
+		for _, p := range t.Paths {
+			for _, h := range p.Hops {
+				if h.Matched && h.Service != "" {
+					t.Service = h.Service
+					break
+				}
+			}
+			if t.Service != "" {
+				break
+			}
+		}
+	}
+}
+
+func sortPaths(paths []Path) {
+	// Stable insertion sort by falling probability: paths come in rule order, which reads best among equals.
+	for i := 1; i < len(paths); i++ {
+		for j := i; j > 0 && paths[j].Probability > paths[j-1].Probability+1e-12; j-- {
+			paths[j], paths[j-1] = paths[j-1], paths[j]
+		}
+	}
+}
+
+func commonPrefix(paths []Path) []Hop {
+	if len(paths) == 0 {
+		return nil
+	}
+	n := len(paths[0].Hops)
+	for _, p := range paths[1:] {
+		m := 0
+		for m < n && m < len(p.Hops) && sameHop(p.Hops[m], paths[0].Hops[m]) {
+			m++
+		}
+		n = m
+	}
+	return append([]Hop(nil), paths[0].Hops[:n]...)
+}
+
+func sameHop(a, b Hop) bool {
+	return a.Hook == b.Hook && a.Table == b.Table && a.Chain == b.Chain && a.Rule == b.Rule &&
+		a.Matched == b.Matched && a.Verdict == b.Verdict
+}
+
+// ServiceFromComment extracts "namespace/name:port" from a kube-proxy rule comment such as
+// `default/web:http cluster IP`, `default/web -> 10.244.1.2:80` or `masquerade traffic for default/web
+// external destinations`; "" when the comment names no Service.
+func ServiceFromComment(c string) string {
+	for _, f := range strings.Fields(c) {
+		ns, rest, ok := strings.Cut(f, "/")
+		if !ok || ns == "" || rest == "" || strings.ContainsAny(ns, ".:") {
+			continue
+		}
+		if strings.Count(f, "/") != 1 {
+			continue
+		}
+		return strings.TrimSuffix(f, ":")
+	}
+	return ""
+}
