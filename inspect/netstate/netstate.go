@@ -128,9 +128,14 @@ func ParseRoutes(data []byte) ([]Route, error) {
 }
 
 // FromLocalAddresses builds the smallest state that answers "is this address local" for a node known only
-// by its addresses (a raw rules dump with --local-addresses): each address is local, 127.0.0.0/8 too.
+// by its addresses (a raw rules dump with --local-addresses): each address is local, 127.0.0.0/8 too, and
+// everything else is routed out of eth0 with the first address as source.
 func FromLocalAddresses(addrs []netip.Addr) State {
 	s := State{Routes: []Route{{Table: "local", Type: "local", Dst: netip.MustParsePrefix("127.0.0.0/8"), Dev: "lo"}}}
+	s.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
+	if len(addrs) > 0 {
+		s.Routes = append(s.Routes, Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Dev: "eth0", PrefSrc: addrs[0]})
+	}
 	s.Addresses = append(s.Addresses, Address{Dev: "lo", Prefix: netip.MustParsePrefix("127.0.0.1/8")})
 	for _, a := range addrs {
 		s.Routes = append(s.Routes, Route{Table: "local", Type: "local", Dst: netip.PrefixFrom(a, 32), Dev: "eth0"})

@@ -1,0 +1,274 @@
+package iptables
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// tablePriority is where each table's base chains sit on their hooks (iptables-nft registers them at the
+// same priorities as the legacy tables).
+func tablePriority(table string, hook netfilter.Hook) int {
+	switch table {
+	case "raw":
+		return netfilter.PriorityRaw
+	case "mangle":
+		return netfilter.PriorityMangle
+	case "nat":
+		if hook == netfilter.Prerouting || hook == netfilter.Output {
+			return netfilter.PriorityDstNAT
+		}
+		return netfilter.PrioritySrcNAT
+	case "security":
+		return 50
+	}
+	return netfilter.PriorityFilter
+}
+
+// BaseChains attaches every table's built-in chains to their hooks.
+func (r *Rules) BaseChains() []netfilter.BaseChain {
+	var out []netfilter.BaseChain
+	for _, tname := range []string{"raw", "mangle", "nat", "filter", "security"} {
+		t, ok := r.Tables[tname]
+		if !ok {
+			continue
+		}
+		for _, cname := range builtins[tname] {
+			c, ok := t.Chains[cname]
+			if !ok {
+				continue
+			}
+			hook := netfilter.Hook(cname)
+			t, c := t, c
+			out = append(out, netfilter.BaseChain{
+				Hook: hook, Priority: tablePriority(tname, hook), Table: tname, Name: cname, NAT: tname == "nat",
+				Run: func(w *netfilter.Walk) netfilter.Verdict { return r.run(w, t, c) },
+			})
+		}
+	}
+	return out
+}
+
+type frame struct {
+	chain *Chain
+	next  int // index of the next rule to evaluate
+}
+
+// run walks a base chain and whatever it jumps to, recording each rule evaluated.
+func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict {
+	stack := []frame{{chain: base}}
+	for steps := 0; len(stack) > 0; steps++ {
+		if steps > 100000 {
+			w.Note("stopped walking %s/%s: more than 100000 rules evaluated (a loop?)", t.Name, base.Name)
+			return netfilter.Accept
+		}
+		f := &stack[len(stack)-1]
+		if f.next >= len(f.chain.Rules) {
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				policy := base.Policy
+				if policy == "" {
+					policy = "ACCEPT"
+				}
+				h := trace.Hop{Table: t.Name, Chain: base.Name, Text: "policy " + policy, Matched: true, Verdict: "policy " + strings.ToLower(policy)}
+				w.Add(h)
+				if policy == "DROP" {
+					w.VerdictBy(h)
+					return netfilter.Drop
+				}
+				return netfilter.Accept
+			}
+			continue
+		}
+		idx := f.next
+		rule := f.chain.Rules[idx]
+		f.next++
+		m := compile(rule.Args)
+		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text}
+		if m.comment != "" {
+			h.Service = trace.ServiceFromComment(m.comment)
+		}
+		matched, reason, prob := m.evaluate(w)
+		h.Matched, h.Reason, h.Probability = matched, reason, prob
+		if rule.Assumed {
+			w.Note("the input did not contain %s/%s; the trace assumes kube-proxy's usual rules there", t.Name, f.chain.Name)
+		}
+		if !matched {
+			w.Add(h)
+			continue
+		}
+		for _, n := range m.notes {
+			w.Note("%s", n)
+		}
+		switch tg := m.target; tg {
+		case "":
+			h.Verdict = "continue"
+			w.Add(h)
+		case "ACCEPT":
+			h.Verdict = "accept"
+			w.Add(h)
+			return netfilter.Accept
+		case "DROP":
+			h.Verdict = "drop"
+			w.Add(h)
+			w.VerdictBy(h)
+			return netfilter.Drop
+		case "REJECT":
+			h.Verdict = "reject"
+			if v := m.targetOpt("--reject-with"); v != "" {
+				h.Verdict += " with " + v
+			}
+			w.Add(h)
+			w.VerdictBy(h)
+			return netfilter.Reject
+		case "RETURN":
+			h.Verdict = "return"
+			w.Add(h)
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				// RETURN from a base chain applies its policy.
+				policy := base.Policy
+				if policy == "" {
+					policy = "ACCEPT"
+				}
+				if policy == "DROP" {
+					w.VerdictBy(h)
+					return netfilter.Drop
+				}
+				return netfilter.Accept
+			}
+		case "DNAT":
+			to, err := parseNATDestination(m.targetOpt("--to-destination"), w.Pkt.Dport)
+			if err != nil {
+				h.Verdict = "dnat (unreadable destination)"
+				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
+				w.Add(h)
+				return netfilter.Accept
+			}
+			h.Changes = append(h.Changes, w.DNAT(to))
+			h.Verdict = "dnat to " + to.String()
+			w.Add(h)
+			return netfilter.Accept
+		case "SNAT":
+			to, err := parseNATDestination(m.targetOpt("--to-source"), 0)
+			if err != nil {
+				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
+				w.Add(h)
+				return netfilter.Accept
+			}
+			h.Changes = append(h.Changes, w.SNAT(to.Addr()))
+			h.Verdict = "snat to " + to.Addr().String()
+			w.Add(h)
+			return netfilter.Accept
+		case "MASQUERADE":
+			h.Changes = append(h.Changes, w.Masquerade())
+			h.Verdict = "masquerade to " + w.Pkt.Src.String()
+			if m.hasTargetFlag("--random-fully") {
+				h.Changes = append(h.Changes, "source port chosen at random (--random-fully)")
+			}
+			w.Add(h)
+			return netfilter.Accept
+		case "MARK":
+			mark, err := applyMark(w.Pkt.Mark, m.targetArgs)
+			if err != nil {
+				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
+			} else {
+				h.Changes = append(h.Changes, w.SetMark(mark))
+			}
+			h.Verdict = "continue"
+			w.Add(h)
+		case "LOG", "NFLOG", "TRACE", "CT", "NOTRACK", "CONNMARK", "CHECKSUM", "TCPMSS", "NFQUEUE", "AUDIT":
+			h.Verdict = "continue (" + strings.ToLower(tg) + ")"
+			if tg == "NFQUEUE" {
+				w.Note("an NFQUEUE rule hands the packet to user space; the trace assumes it is accepted")
+			}
+			w.Add(h)
+		default:
+			next, ok := t.Chains[tg]
+			if !ok {
+				h.Verdict = "jump " + tg + " (chain not in the input)"
+				w.Note("chain %s/%s is not in the input: the trace continues as if it returned", t.Name, tg)
+				w.Add(h)
+				continue
+			}
+			if m.isGoto {
+				h.Verdict = "goto " + tg
+				stack[len(stack)-1] = frame{chain: next}
+			} else {
+				h.Verdict = "jump " + tg
+				stack = append(stack, frame{chain: next})
+			}
+			w.Add(h)
+		}
+	}
+	return netfilter.Accept
+}
+
+func parseNATDestination(s string, port uint16) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, fmt.Errorf("no address given")
+	}
+	host, p, hasPort := s, "", false
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		host, p, hasPort = s[:i], s[i+1:], true
+	}
+	host, _, _ = strings.Cut(host, "-") // a range: the first address (kube-proxy never writes ranges)
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("address %q: %v", s, err)
+	}
+	if hasPort {
+		p, _, _ = strings.Cut(p, "-")
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("port in %q: %v", s, err)
+		}
+		port = uint16(n)
+	}
+	return netip.AddrPortFrom(a, port), nil
+}
+
+func parseMark(s string) (v, mask uint32, err error) {
+	vs, ms, hasMask := strings.Cut(s, "/")
+	v64, err := strconv.ParseUint(vs, 0, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mark %q: %v", s, err)
+	}
+	mask = math.MaxUint32
+	if hasMask {
+		m64, err := strconv.ParseUint(ms, 0, 32)
+		if err != nil {
+			return 0, 0, fmt.Errorf("mark mask %q: %v", s, err)
+		}
+		mask = uint32(m64)
+	}
+	return uint32(v64), mask, nil
+}
+
+// applyMark computes the MARK target's new mark, as xt_MARK does.
+func applyMark(mark uint32, args []string) (uint32, error) {
+	for i := 0; i+1 < len(args); i++ {
+		v, m, err := parseMark(args[i+1])
+		if err != nil {
+			return mark, err
+		}
+		switch args[i] {
+		case "--set-xmark":
+			return (mark &^ m) ^ v, nil
+		case "--set-mark":
+			return (mark &^ m) | v, nil
+		case "--or-mark":
+			return mark | v, nil
+		case "--and-mark":
+			return mark & v, nil
+		case "--xor-mark":
+			return mark ^ v, nil
+		}
+	}
+	return mark, fmt.Errorf("MARK without a mark operation")
+}
