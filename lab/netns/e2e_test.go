@@ -7,160 +7,32 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
-	"github.com/k8sguide/k8sguide/lab/netns"
-	"github.com/k8sguide/k8sguide/lab/state"
 )
 
 // These tests drive the real k8sguide binary, as a user would, against real namespaces, real kube-proxy rules
 // and real connections. They need root and the iptables and nftables tools; without them they skip and say why.
+// The helpers are shared with the trace tests (internal/e2etest).
+
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m)) }
 
 var (
-	binary   string // the k8sguide binary under test
-	stateDir string // a state root private to this test run
+	needRoot          = e2etest.NeedRoot
+	toolFor           = e2etest.ToolFor
+	k8sguide          = e2etest.K8sguide
+	mustK8sguide      = e2etest.MustK8sguide
+	provider          = e2etest.Provider
+	upLab             = e2etest.UpLab
+	assertNothingLeft = e2etest.AssertNothingLeft
+	nodePortOf        = e2etest.NodePortOf
 )
-
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		return m.Run() // the tests skip themselves
-	}
-	dir, err := os.MkdirTemp("", "k8sguide-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// The not-root test runs the binary as nobody, who must be able to reach it.
-	os.Chmod(dir, 0o755)
-	binary = os.Getenv("K8SGUIDE_BIN")
-	if binary == "" {
-		binary = filepath.Join(dir, "k8sguide")
-		build := exec.Command("go", "build", "-o", binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building k8sguide:", err)
-			return 1
-		}
-	}
-	stateDir = filepath.Join(dir, "state")
-	os.Setenv("K8SGUIDE_STATE_DIR", stateDir)
-	return m.Run()
-}
-
-func needRoot(t testing.TB, tools ...string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and netfilter rules (run the tests as root, as CI does)")
-	}
-	for _, tool := range append([]string{"ip"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s on PATH", tool)
-		}
-	}
-}
-
-func toolFor(d lab.Dataplane) string {
-	if d == lab.NFTables {
-		return "nft"
-	}
-	return "iptables-restore"
-}
-
-// k8sguide runs the binary and returns stdout; stderr goes to the test log.
-func k8sguide(t testing.TB, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if _, bench := t.(*testing.B); !bench || err != nil {
-		t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
-	}
-	if err != nil {
-		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
-}
-
-func mustK8sguide(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := k8sguide(t, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func provider() *netns.Provider {
-	return &netns.Provider{Store: state.Store{Root: stateDir}, Exe: binary}
-}
-
-// upLab creates a lab and registers its removal, so a failing test leaves nothing behind.
-func upLab(t testing.TB, name string, args ...string) {
-	t.Helper()
-	t.Cleanup(func() {
-		if _, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
-			k8sguide(t, "down", "--name", name)
-		}
-		assertNothingLeft(t, name)
-	})
-	mustK8sguide(t, append([]string{"up", "--name", name}, args...)...)
-}
-
-// assertNothingLeft checks that no namespace, process, veth or state of the lab remains.
-func assertNothingLeft(t testing.TB, name string) {
-	t.Helper()
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], name+"-") {
-			t.Errorf("namespace %s is left behind", f[0])
-		}
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		data, _ := os.ReadFile(p)
-		if bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(name)) && bytes.Contains(data, []byte(binary)) {
-			t.Errorf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '}))
-		}
-	}
-	links, _ := exec.Command("ip", "-o", "link", "show").Output()
-	if strings.Contains(string(links), "veth-node") {
-		t.Errorf("a lab veth is left in the root namespace:\n%s", links)
-	}
-	if _, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
-		t.Errorf("state of lab %s is left behind", name)
-	}
-}
-
-func nodePortOf(t testing.TB, name, service string) string {
-	t.Helper()
-	w, err := provider().Workloads(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svcs, err := w.Services(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range svcs {
-		if s.Name == service {
-			return strconv.Itoa(int(s.Spec.Ports[0].NodePort))
-		}
-	}
-	t.Fatalf("service %s not found", service)
-	return ""
-}
 
 func TestEndToEnd(t *testing.T) {
 	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
@@ -332,7 +204,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"up", "--name", "Bad_Name"}, "invalid lab name"},
 		{[]string{"scale", "--name", name, "--deployment", "nope", "--replicas", "2"}, `deployments.apps "nope" not found`},
 	} {
-		cmd := exec.Command(binary, tc.args...)
+		cmd := exec.Command(e2etest.Binary, tc.args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -343,12 +215,12 @@ func TestBadInput(t *testing.T) {
 	}
 	assertNothingLeft(t, "e2e-bad2")
 	// exec passes on the command's exit status.
-	err := exec.Command(binary, "exec", "--name", name, name+"-control-plane", "--", "sh", "-c", "exit 7").Run()
+	err := exec.Command(e2etest.Binary, "exec", "--name", name, name+"-control-plane", "--", "sh", "-c", "exit 7").Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
 		t.Errorf("exec exit status: %v, want 7", err)
 	}
 	// Not root: one clear line, nothing made.
-	cmd := exec.Command(binary, "up", "--name", "e2e-bad3")
+	cmd := exec.Command(e2etest.Binary, "up", "--name", "e2e-bad3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -364,7 +236,7 @@ func TestInterruptedUpLeavesNothing(t *testing.T) {
 	name := "e2e-int"
 	defer assertNothingLeft(t, name)
 	for _, delay := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond} {
-		cmd := exec.Command(binary, "up", "--name", name)
+		cmd := exec.Command(e2etest.Binary, "up", "--name", name)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,171 @@
+// Package e2etest runs the real k8sguide binary against real namespaces for the end-to-end tests of several
+// packages: it builds the binary once per test binary, gives each run a private state directory, and checks
+// that a lab leaves nothing behind.
+package e2etest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+var (
+	// Binary is the k8sguide Binary under test ($K8SGUIDE_BIN, or built by Main).
+	Binary string
+	// StateDir is a state root private to this test run.
+	StateDir string
+)
+
+// Main is TestMain's body: as root it builds the Binary and sets up a private state directory, then runs the
+// tests (which skip themselves when not root).
+func Main(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		return m.Run() // the tests skip themselves
+	}
+	dir, err := os.MkdirTemp("", "k8sguide-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The not-root test runs the Binary as nobody, who must be able to reach it.
+	os.Chmod(dir, 0o755)
+	Binary = os.Getenv("K8SGUIDE_BIN")
+	if Binary == "" {
+		Binary = filepath.Join(dir, "k8sguide")
+		build := exec.Command("go", "build", "-o", Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building k8sguide:", err)
+			return 1
+		}
+	}
+	StateDir = filepath.Join(dir, "state")
+	os.Setenv("K8SGUIDE_STATE_DIR", StateDir)
+	return m.Run()
+}
+
+func NeedRoot(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and netfilter rules (run the tests as root, as CI does)")
+	}
+	for _, tool := range append([]string{"ip"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s on PATH", tool)
+		}
+	}
+}
+
+func ToolFor(d lab.Dataplane) string {
+	if d == lab.NFTables {
+		return "nft"
+	}
+	return "iptables-restore"
+}
+
+// k8sguide runs the Binary and returns stdout; stderr goes to the test log.
+func K8sguide(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(Binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if _, bench := t.(*testing.B); !bench || err != nil {
+		t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
+	}
+	if err != nil {
+		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func MustK8sguide(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := K8sguide(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func Provider() *netns.Provider {
+	return &netns.Provider{Store: state.Store{Root: StateDir}, Exe: Binary}
+}
+
+// upLab creates a lab and registers its removal, so a failing test leaves nothing behind.
+func UpLab(t testing.TB, name string, args ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
+			K8sguide(t, "down", "--name", name)
+		}
+		AssertNothingLeft(t, name)
+	})
+	MustK8sguide(t, append([]string{"up", "--name", name}, args...)...)
+}
+
+// assertNothingLeft checks that no namespace, process, veth or state of the lab remains.
+func AssertNothingLeft(t testing.TB, name string) {
+	t.Helper()
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], name+"-") {
+			t.Errorf("namespace %s is left behind", f[0])
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, _ := os.ReadFile(p)
+		if bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(name)) && bytes.Contains(data, []byte(Binary)) {
+			t.Errorf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '}))
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	if strings.Contains(string(links), "veth-node") {
+		t.Errorf("a lab veth is left in the root namespace:\n%s", links)
+	}
+	if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
+		t.Errorf("state of lab %s is left behind", name)
+	}
+}
+
+func NodePortOf(t testing.TB, name, service string) string {
+	t.Helper()
+	w, err := Provider().Workloads(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := w.Services(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs {
+		if s.Name == service {
+			return strconv.Itoa(int(s.Spec.Ports[0].NodePort))
+		}
+	}
+	t.Fatalf("service %s not found", service)
+	return ""
+}
+
+// Quiet runs the binary like K8sguide but logs nothing; the error carries stderr.
+func Quiet(args ...string) (string, error) {
+	cmd := exec.Command(Binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("k8sguide %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
