@@ -106,6 +106,9 @@ type Status struct {
 	Provider  string    `json:"provider"`
 	Dataplane Dataplane `json:"dataplane"`
 	Nodes     []Node    `json:"nodes"`
+	// Client is the lab's outside host: the address NodePort traffic comes from (the Docker bridge gateway
+	// on kind, the client namespace on netns).
+	Client string `json:"client,omitempty"`
 	// Proxies tells, per node, whether its proxy is running and which state generation it has applied.
 	Proxies map[string]ProxyStatus `json:"proxies,omitempty"`
 }

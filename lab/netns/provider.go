@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
@@ -296,7 +297,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	if err != nil {
 		return lab.Status{}, err
 	}
-	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: st.Nodes, Proxies: map[string]lab.ProxyStatus{}}
+	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: st.Nodes, Client: clientIP, Proxies: map[string]lab.ProxyStatus{}}
 	for _, n := range st.Nodes {
 		s.Proxies[n.Name] = p.proxyStatus(st, n.Name)
 	}
@@ -343,6 +344,10 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = streams.In, streams.Out, streams.Err
+	// On cancel (Ctrl-C) ask first: `ip netns exec` has become the command, which may have things to undo
+	// (the kernel tracer removes its table). Kill it if it does not finish soon.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
 	return cmd.Run()
 }
 

@@ -139,6 +139,9 @@ func (w *workloads) startPod(ctx context.Context, st *state.Lab, pod *v1.Pod) er
 		{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", pod.Status.PodIP, gw.Bits()), "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "route", "add", "default", "via", gw.Addr().String()},
+		// The address may have belonged to a deleted pod: forget its old MAC now rather than after the
+		// neighbour entry times out (readiness probes and traffic would go to nobody until then).
+		{"-n", node.Name, "neigh", "flush", "to", pod.Status.PodIP},
 	} {
 		if err := ipCmd(ctx, args...); err != nil {
 			return err

@@ -1,0 +1,41 @@
+package podserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Get makes one HTTP request to addr from local port sport (0: any) and returns the pod that answered and
+// the client address it saw. A refused or timed-out connection is an error that says so.
+func Get(ctx context.Context, addr string, sport int) (pod, client string, err error) {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	if sport != 0 {
+		d.LocalAddr = &net.TCPAddr{Port: sport}
+	}
+	conn, err := d.DialContext(ctx, "tcp4", addr)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return "", "", err
+	}
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return "", "", fmt.Errorf("GET %s: %w", addr, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return "", "", fmt.Errorf("GET %s: %w", addr, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return ParseReply(resp.Header)
+}
