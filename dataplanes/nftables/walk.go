@@ -1,0 +1,1095 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+var hooks = map[string]netfilter.Hook{
+	"prerouting":  netfilter.Prerouting,
+	"input":       netfilter.Input,
+	"forward":     netfilter.Forward,
+	"output":      netfilter.Output,
+	"postrouting": netfilter.Postrouting,
+}
+
+// BaseChains implements netfilter.Ruleset: the base chains of the ip and inet tables that are not in Skip.
+func (rs *Ruleset) BaseChains() []netfilter.BaseChain {
+	var out []netfilter.BaseChain
+	for _, t := range rs.Tables {
+		if t.Family != "ip" && t.Family != "inet" || rs.Skip[t.Name] || rs.Skip[t.Family+" "+t.Name] {
+			continue
+		}
+		for _, c := range t.Chains {
+			hook, ok := hooks[c.Hook]
+			if !ok {
+				continue
+			}
+			out = append(out, netfilter.BaseChain{
+				Hook:     hook,
+				Priority: c.Prio,
+				Table:    t.Family + " " + t.Name,
+				Name:     c.Name,
+				NAT:      c.Type == "nat",
+				Run: func(w *netfilter.Walk) netfilter.Verdict {
+					e := &eval{w: w, t: t, table: t.Family + " " + t.Name}
+					return e.run(c)
+				},
+			})
+		}
+	}
+	return out
+}
+
+// jumpStack is the kernel's NFT_JUMP_STACK_SIZE; maxSteps bounds a walk of a malformed (looping) ruleset.
+const (
+	jumpStack = 16
+	maxSteps  = 1 << 16
+)
+
+type eval struct {
+	w     *netfilter.Walk
+	t     *Table
+	table string
+	// where the current rule is, for notes
+	chain  string
+	ruleNo int
+	text   string
+}
+
+type frame struct {
+	c   *Chain
+	pos int
+}
+
+// run walks one base chain: rule by rule, following jumps and gotos, until a verdict ends it or its policy
+// applies.
+func (e *eval) run(base *Chain) (v netfilter.Verdict) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.w.Note("the nftables tracer failed in %s %s (%v): the trace assumed the chain accepts", e.table, base.Name, r)
+			v = netfilter.Accept
+		}
+	}()
+	var stack []frame
+	cur, pos := base, 0
+	for steps := 0; ; steps++ {
+		if steps > maxSteps {
+			e.w.Note("%s %s: the walk did not end after %d rules (a loop?): the trace assumed the chain accepts", e.table, base.Name, maxSteps)
+			return netfilter.Accept
+		}
+		if pos >= len(cur.Rules) {
+			if len(stack) == 0 {
+				return e.policy(base)
+			}
+			cur, pos = stack[len(stack)-1].c, stack[len(stack)-1].pos
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		r := cur.Rules[pos]
+		pos++
+		out := e.rule(cur, pos, r)
+		switch out.verdict {
+		case "accept":
+			return netfilter.Accept
+		case "drop":
+			return netfilter.Drop
+		case "reject":
+			return netfilter.Reject
+		case "queue":
+			e.w.Note("%s %s: a rule queues the packet to a userspace program; the trace assumed it accepts it", e.table, cur.Name)
+			return netfilter.Accept
+		case "return":
+			if len(stack) == 0 {
+				return e.policy(base)
+			}
+			cur, pos = stack[len(stack)-1].c, stack[len(stack)-1].pos
+			stack = stack[:len(stack)-1]
+		case "jump", "goto":
+			target := e.t.Chain(out.target)
+			if target == nil {
+				e.w.Note("%s %s: %s to chain %q, which the ruleset does not have: the trace went on with the next rule", e.table, cur.Name, out.verdict, out.target)
+				continue
+			}
+			if out.verdict == "jump" {
+				if len(stack) >= jumpStack {
+					e.w.Note("%s %s: more than %d nested jumps: the trace stopped following them", e.table, cur.Name, jumpStack)
+					continue
+				}
+				stack = append(stack, frame{cur, pos})
+			}
+			cur, pos = target, 0
+		}
+	}
+}
+
+// policy records the base chain's policy and applies it.
+func (e *eval) policy(c *Chain) netfilter.Verdict {
+	p := c.Policy
+	if p == "" {
+		p = "accept"
+	}
+	h := trace.Hop{Table: e.table, Chain: c.Name, Rule: 0, Text: "policy " + p, Matched: true, Verdict: "policy " + p}
+	e.w.Add(h)
+	if p == "drop" {
+		e.w.VerdictBy(h)
+		return netfilter.Drop
+	}
+	return netfilter.Accept
+}
+
+type outcome struct {
+	verdict string // "" or continue, accept, drop, reject, return, jump, goto, queue
+	target  string
+}
+
+// rule evaluates one rule and records it as a hop.
+func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
+	e.chain, e.ruleNo, e.text = c.Name, pos, r.Text
+	hop := trace.Hop{Table: e.table, Chain: c.Name, Rule: pos, Text: r.Text, Service: ServiceFromChain(c.Name)}
+	if hop.Service == "" {
+		hop.Service = trace.ServiceFromComment(r.Comment)
+	}
+	fail := func(reason string) outcome {
+		hop.Matched = false
+		hop.Reason = reason
+		e.w.Add(hop)
+		return outcome{verdict: "continue"}
+	}
+	var out outcome
+	for _, s := range r.Stmts {
+		if out.verdict != "" {
+			break
+		}
+		switch s.Kind {
+		case SMatch:
+			if ok, reason := e.match(s, &hop); !ok {
+				return fail(reason)
+			}
+		case SVerdict:
+			out = outcome{verdict: s.Verdict, target: s.Target}
+		case SVmap:
+			l := e.lookup(s.Left, s.Right, &hop)
+			if !l.found {
+				return fail(l.reason)
+			}
+			if l.value == nil || l.value.Kind != KVerdict {
+				e.assume(s, "the map's value is not a verdict")
+				continue
+			}
+			out = outcome{verdict: l.value.Str, target: l.value.Target}
+			if hop.Service == "" {
+				hop.Service = ServiceFromChain(l.value.Target)
+			}
+			if hop.Service == "" {
+				hop.Service = trace.ServiceFromComment(l.comment)
+			}
+		case SMangle:
+			e.mangle(s, &hop)
+		case SCounter, SLog:
+		case SLimit, SQuota:
+			e.assume(s, "rate limits and quotas depend on traffic the trace does not know")
+		case SNotrack:
+			e.w.Note("%s %s rule %d: notrack exempts the packet from conntrack (and so from NAT); the trace does not model that", e.table, c.Name, pos)
+		case SDNAT, SSNAT, SMasquerade, SRedirect:
+			ok, reason := e.nat(s, &hop)
+			if !ok {
+				return fail(reason)
+			}
+			// nftables nat statements end the chain with accept (the kernel trace shows "verdict accept").
+			out = outcome{verdict: "accept"}
+		case SReject:
+			out = outcome{verdict: "reject"}
+		case SSetUpdate:
+			e.setUpdate(s, &hop)
+		case SXt:
+			e.assume(s, "an iptables-nft extension ("+s.Name+") that nft cannot show")
+		default:
+			e.assume(s, "the tracer does not understand this statement")
+		}
+	}
+	hop.Matched = true
+	if out.verdict == "" {
+		out.verdict = "continue"
+	}
+	if hop.Verdict == "" {
+		hop.Verdict = out.verdict
+		if out.target != "" {
+			hop.Verdict += " " + out.target
+		}
+	}
+	e.w.Add(hop)
+	if out.verdict == "drop" || out.verdict == "reject" {
+		e.w.VerdictBy(hop)
+	}
+	return out
+}
+
+// assume notes that the trace took a condition it cannot evaluate as true.
+func (e *eval) assume(s *Stmt, why string) {
+	e.w.Note("%s %s rule %d: the trace assumed `%s` matches: %s", e.table, e.chain, e.ruleNo, RenderStmt(s), why)
+}
+
+// match evaluates one match statement; reason says why it failed.
+func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
+	left, right := s.Left, s.Right
+	if left == nil || right == nil {
+		e.assume(s, "the match is incomplete")
+		return true, ""
+	}
+	if left.Kind == KNumgen || left.Kind == KHash {
+		return e.randomMatch(s, hop)
+	}
+	ltext := renderExpr(left, tOther)
+	switch right.Kind {
+	case KSetRef, KSet:
+		vs := e.values(left)
+		if r := absentReason(vs); r != "" {
+			return false, r
+		}
+		where := ""
+		found, det := false, true
+		if right.Kind == KSetRef {
+			set := e.t.Set(right.Str)
+			if set == nil {
+				e.assume(s, "the ruleset has no set @"+right.Str)
+				return true, ""
+			}
+			var i int
+			i, det = findInSet(set, vs)
+			found = i >= 0
+			where = set.Kind() + " @" + set.Name
+		} else {
+			where = renderData(right, left, nil)
+			for _, k := range right.Args {
+				if m, d := matchKey(vs, k); m {
+					found, det = true, d
+					if d {
+						break
+					}
+				}
+			}
+		}
+		if !det {
+			e.assume(s, unknownWhy(vs))
+		}
+		if s.Op == "!=" {
+			if found && det {
+				return false, fmt.Sprintf("%s is in %s", keyText(left, vs), where)
+			}
+			return true, ""
+		}
+		if !found {
+			return false, fmt.Sprintf("%s is not in %s", keyText(left, vs), where)
+		}
+		return true, ""
+	}
+	if left.Kind == KConcat {
+		vs := e.values(left)
+		if r := absentReason(vs); r != "" {
+			return false, r
+		}
+		m, det := matchKey(vs, right)
+		if !det {
+			e.assume(s, unknownWhy(vs))
+			return true, ""
+		}
+		if m == (s.Op != "!=") {
+			return true, ""
+		}
+		if m {
+			return false, fmt.Sprintf("%s is %s", keyText(left, vs), renderTyped(right, left, ""))
+		}
+		return false, fmt.Sprintf("%s is not %s", keyText(left, vs), renderTyped(right, left, ""))
+	}
+	v := e.value(left)
+	if v.absent != "" {
+		return false, v.absent
+	}
+	if !v.known {
+		e.assume(s, v.why)
+		return true, ""
+	}
+	rtext := renderExpr(right, v.t)
+	subject := ltext
+	if left.Kind == KFib {
+		subject = fmt.Sprintf("%s of %s", ltext, e.fibAddr(left))
+	}
+	detail := ""
+	if left.Kind == KBinop && len(left.Args) == 2 {
+		inner := e.value(left.Args[0])
+		detail = fmt.Sprintf(" (%s is %s)", renderExpr(left.Args[0], tOther), inner)
+	}
+	switch s.Op {
+	case "<", ">", "<=", ">=":
+		l, ok := literal(right, v.t)
+		c, ok2 := cmp(v, l)
+		if !ok || !ok2 {
+			e.assume(s, "the comparison is not understood")
+			return true, ""
+		}
+		m := s.Op == "<" && c < 0 || s.Op == ">" && c > 0 || s.Op == "<=" && c <= 0 || s.Op == ">=" && c >= 0
+		if !m {
+			return false, fmt.Sprintf("%s is %s, not %s %s%s", subject, v, s.Op, rtext, detail)
+		}
+		return true, ""
+	}
+	m, det := matchElem(v, right)
+	if !det {
+		e.assume(s, v.why)
+		return true, ""
+	}
+	if right.Kind != KPrefix && right.Kind != KRange {
+		if _, ok := literal(right, v.t); !ok {
+			e.assume(s, "the value "+rtext+" is not understood")
+			return true, ""
+		}
+	}
+	negate := s.Op == "!="
+	if m != negate {
+		return true, ""
+	}
+	switch {
+	case right.Kind == KPrefix || right.Kind == KRange:
+		if negate {
+			return false, fmt.Sprintf("%s %s is in %s", ltext, v, rtext)
+		}
+		return false, fmt.Sprintf("%s %s is not in %s", ltext, v, rtext)
+	case v.t == tStatus:
+		if negate {
+			return false, fmt.Sprintf("ct status has %s (it is %s)", rtext, v)
+		}
+		if len(v.flags) == 0 {
+			return false, fmt.Sprintf("ct status has no %s: nothing translated this flow", rtext)
+		}
+		return false, fmt.Sprintf("ct status has no %s (it is %s)", rtext, v)
+	case negate:
+		return false, fmt.Sprintf("%s is %s%s", subject, v, detail)
+	}
+	return false, fmt.Sprintf("%s is %s, not %s%s", subject, v, rtext, detail)
+}
+
+func absentReason(vs []val) string {
+	for _, v := range vs {
+		if v.absent != "" {
+			return v.absent
+		}
+	}
+	return ""
+}
+
+func unknownWhy(vs []val) string {
+	var out []string
+	for _, v := range vs {
+		if !v.known && v.why != "" {
+			out = append(out, v.why)
+		}
+	}
+	if len(out) == 0 {
+		return "a value in it is not known"
+	}
+	return strings.Join(out, "; ")
+}
+
+// randomMatch evaluates `numgen random mod N == X` (or a hash): a random choice between matching and not.
+func (e *eval) randomMatch(s *Stmt, hop *trace.Hop) (bool, string) {
+	g := s.Left
+	if g.Mod == 0 || g.Mod > 1<<20 {
+		e.assume(s, "the random generator's range is not understood")
+		return true, ""
+	}
+	n := uint64(0)
+	for x := g.Offset; x < g.Offset+g.Mod; x++ {
+		v := val{t: tInt, known: true, num: x}
+		var m bool
+		switch s.Right.Kind {
+		case KSet:
+			for _, a := range s.Right.Args {
+				if ok, _ := matchElem(v, a); ok {
+					m = true
+					break
+				}
+			}
+		case KSetRef:
+			if set := e.t.Set(s.Right.Str); set != nil {
+				for _, el := range set.Elems {
+					if ok, _ := matchElem(v, el.Key); ok {
+						m = true
+						break
+					}
+				}
+			}
+		default:
+			m, _ = matchElem(v, s.Right)
+		}
+		if m != (s.Op == "!=") {
+			n++
+		}
+	}
+	p := float64(n) / float64(g.Mod)
+	e.noteHash(g)
+	i := e.w.Choose([]float64{p, 1 - p})
+	hop.Probability = p
+	if i == 0 {
+		hop.Reason = fmt.Sprintf("%s chose a matching value (chance %d/%d)", renderExpr(g, tOther), n, g.Mod)
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s chose a value that does not match (chance %d/%d)", renderExpr(g, tOther), g.Mod-n, g.Mod)
+}
+
+func (e *eval) noteHash(g *Expr) {
+	if g.Kind == KHash {
+		e.w.Note("%s %s rule %d: %s picks by a hash of the packet that the trace does not compute; it shows every outcome with an equal share", e.table, e.chain, e.ruleNo, renderExpr(g, tOther))
+	} else if g.Mode != "random" {
+		e.w.Note("%s %s rule %d: %s picks by a counter the trace cannot read; it shows every outcome with an equal share", e.table, e.chain, e.ruleNo, renderExpr(g, tOther))
+	}
+}
+
+// lookedUp is the result of a map lookup.
+type lookedUp struct {
+	found   bool
+	value   *Expr
+	comment string
+	reason  string
+}
+
+// lookup finds key in a map (anonymous, or @name). A numgen or hash key makes a random choice among the
+// map's elements: the walk forks, one path per element.
+func (e *eval) lookup(key, data *Expr, hop *trace.Hop) lookedUp {
+	type entry struct {
+		k, v    *Expr
+		comment string
+	}
+	var entries []entry
+	where := ""
+	random := key != nil && (key.Kind == KNumgen || key.Kind == KHash)
+	var named *Set
+	switch {
+	case data == nil:
+	case data.Kind == KSetRef:
+		named = e.t.Set(data.Str)
+		if named == nil {
+			e.w.Note("%s %s rule %d: the ruleset has no map @%s: the trace took the rule as not matching", e.table, e.chain, e.ruleNo, data.Str)
+			return lookedUp{reason: "the ruleset has no map @" + data.Str}
+		}
+		where = "map @" + named.Name
+		if random {
+			for _, el := range named.Elems {
+				entries = append(entries, entry{el.Key, el.Value, el.Comment})
+			}
+		}
+	case data.Kind == KSet:
+		for _, a := range data.Args {
+			if a.Kind == KPair && len(a.Args) == 2 {
+				k := a.Args[0]
+				c := ""
+				if k.Kind == KElem {
+					c = k.Comment
+				}
+				entries = append(entries, entry{k, a.Args[1], c})
+			}
+		}
+		where = "the rule's map"
+	}
+	if random {
+		if key.Mod == 0 {
+			return lookedUp{reason: renderExpr(key, tOther) + " has no range"}
+		}
+		// One outcome per element (its share of the generator's range), plus one for values no element has.
+		var probs []float64
+		var which []int
+		covered := uint64(0)
+		for i, en := range entries {
+			n := countInRange(en.k, key.Offset, key.Mod)
+			if n == 0 {
+				continue
+			}
+			covered += n
+			probs = append(probs, float64(n)/float64(key.Mod))
+			which = append(which, i)
+		}
+		if covered < key.Mod {
+			probs = append(probs, float64(key.Mod-covered)/float64(key.Mod))
+			which = append(which, -1)
+		}
+		e.noteHash(key)
+		i := e.w.Choose(probs)
+		hop.Probability = probs[i]
+		g := renderExpr(key, tOther)
+		if which[i] < 0 {
+			return lookedUp{reason: fmt.Sprintf("%s gave a value that is not in %s (chance %s)", g, where, fraction(key.Mod-covered, key.Mod))}
+		}
+		en := entries[which[i]]
+		hop.Reason = fmt.Sprintf("%s gave %s (chance %s)", g, renderExpr(en.k, tInt), fraction(countInRange(en.k, key.Offset, key.Mod), key.Mod))
+		return lookedUp{found: true, value: en.v, comment: en.comment}
+	}
+	vs := e.values(key)
+	if r := absentReason(vs); r != "" {
+		return lookedUp{reason: r}
+	}
+	if named != nil {
+		i, det := findInSet(named, vs)
+		if i < 0 {
+			return lookedUp{reason: fmt.Sprintf("%s is not in %s", keyText(key, vs), where)}
+		}
+		el := named.Elems[i]
+		if !det {
+			e.w.Note("%s %s rule %d: %s; the trace took the first element of %s that could match (%s)", e.table, e.chain, e.ruleNo, unknownWhy(vs), where, renderParts(el.Key, componentTypes(key)))
+		}
+		return lookedUp{found: true, value: el.Value, comment: el.Comment}
+	}
+	var first *entry
+	for i := range entries {
+		m, det := matchKey(vs, entries[i].k)
+		if !m {
+			continue
+		}
+		if det {
+			first = &entries[i]
+			break
+		}
+		if first == nil {
+			first = &entries[i]
+		}
+	}
+	if first == nil {
+		return lookedUp{reason: fmt.Sprintf("%s is not in %s", keyText(key, vs), where)}
+	}
+	if m, det := matchKey(vs, first.k); m && !det {
+		e.w.Note("%s %s rule %d: %s; the trace took the first element of %s that could match (%s)", e.table, e.chain, e.ruleNo, unknownWhy(vs), where, renderParts(first.k, componentTypes(key)))
+	}
+	return lookedUp{found: true, value: first.v, comment: first.comment}
+}
+
+func fraction(n, d uint64) string { return fmt.Sprintf("%d/%d", n, d) }
+
+// countInRange counts the values of [off, off+mod) an element key (number, range, set of them) covers.
+func countInRange(k *Expr, off, mod uint64) uint64 {
+	if k == nil {
+		return 0
+	}
+	lo, hi := off, off+mod-1
+	switch k.Kind {
+	case KElem:
+		if len(k.Args) == 1 {
+			return countInRange(k.Args[0], off, mod)
+		}
+	case KNumber:
+		if !k.Neg && k.Num >= lo && k.Num <= hi {
+			return 1
+		}
+	case KString:
+		if l, ok := literal(k, tInt); ok && l.num >= lo && l.num <= hi {
+			return 1
+		}
+	case KRange:
+		if len(k.Args) != 2 {
+			return 0
+		}
+		a, ok1 := literal(k.Args[0], tInt)
+		b, ok2 := literal(k.Args[1], tInt)
+		if !ok1 || !ok2 {
+			return 0
+		}
+		a.num, b.num = max(a.num, lo), min(b.num, hi)
+		if a.num > b.num {
+			return 0
+		}
+		return b.num - a.num + 1
+	}
+	return 0
+}
+
+// values evaluates a key: one value per part of a concatenation.
+func (e *eval) values(x *Expr) []val {
+	if x != nil && x.Kind == KConcat {
+		out := make([]val, len(x.Args))
+		for i, a := range x.Args {
+			out[i] = e.value(a)
+		}
+		return out
+	}
+	return []val{e.value(x)}
+}
+
+var transport = map[string]bool{"tcp": true, "udp": true, "sctp": true, "udplite": true, "dccp": true}
+
+// value evaluates a selector on the packet.
+func (e *eval) value(x *Expr) val {
+	if x == nil {
+		return unknown(tOther, "an empty expression")
+	}
+	t := typeOf(x)
+	p := &e.w.Pkt
+	proto := strings.ToLower(p.Proto)
+	switch x.Kind {
+	case KPayload:
+		if x.Base != "" {
+			return unknown(t, "raw payload "+renderExpr(x, tOther)+" is not modelled")
+		}
+		switch x.Str {
+		case "ip":
+		case "ip6":
+			return val{t: t, absent: "the packet is IPv4, not IPv6"}
+		case "th":
+			if !transport[proto] {
+				return val{t: t, absent: fmt.Sprintf("the packet is %s, which has no ports", proto)}
+			}
+		case "tcp", "udp", "sctp", "udplite", "dccp":
+			if proto != x.Str {
+				return val{t: t, absent: fmt.Sprintf("the packet is %s, not %s", proto, x.Str)}
+			}
+		case "icmp":
+			if proto != "icmp" {
+				return val{t: t, absent: fmt.Sprintf("the packet is %s, not icmp", proto)}
+			}
+			return unknown(t, "icmp fields are not modelled")
+		default:
+			return unknown(t, x.Str+" headers are not modelled")
+		}
+		switch x.Field {
+		case "saddr":
+			if !p.Src.IsValid() {
+				return unknown(t, "the source address is not known")
+			}
+			return val{t: t, known: true, addr: p.Src}
+		case "daddr":
+			if !p.Dst.IsValid() {
+				return unknown(t, "the destination address is not known")
+			}
+			return val{t: t, known: true, addr: p.Dst}
+		case "protocol":
+			return e.l4proto(t)
+		case "sport":
+			if p.Sport == 0 {
+				return unknown(t, "the source port is not known (give the source as IP:PORT)")
+			}
+			return val{t: t, known: true, num: uint64(p.Sport)}
+		case "dport":
+			if p.Dport == 0 {
+				return unknown(t, "the destination port is not known")
+			}
+			return val{t: t, known: true, num: uint64(p.Dport)}
+		}
+		return unknown(t, renderExpr(x, tOther)+" is not modelled")
+	case KMeta:
+		switch x.Key {
+		case "l4proto":
+			return e.l4proto(t)
+		case "mark":
+			return val{t: t, known: true, num: uint64(p.Mark)}
+		case "iifname", "iif":
+			return val{t: t, known: true, str: e.iif()}
+		case "oifname", "oif":
+			return val{t: t, known: true, str: e.oif()}
+		case "nfproto":
+			return val{t: t, known: true, str: "ipv4"}
+		case "protocol":
+			return val{t: t, known: true, str: "ip"}
+		case "nftrace":
+			return val{t: t, known: true}
+		}
+		return unknown(t, "meta "+x.Key+" is not modelled")
+	case KCt:
+		if x.Dir != "" || x.Str != "" {
+			return unknown(t, renderExpr(x, tOther)+" is not modelled")
+		}
+		switch x.Key {
+		case "state":
+			v := val{t: t, known: true}
+			for _, s := range p.CtState {
+				switch s := strings.ToLower(s); s {
+				case "new", "established", "related", "invalid", "untracked":
+					v.flags = append(v.flags, s)
+				}
+			}
+			if len(v.flags) == 0 {
+				return unknown(t, "the conntrack state is not known")
+			}
+			return v
+		case "status":
+			v := val{t: t, known: true}
+			if p.HasCtState("ESTABLISHED") {
+				v.flags = append(v.flags, "seen-reply", "assured", "confirmed")
+			}
+			if p.HasCtState("SNAT") {
+				v.flags = append(v.flags, "snat")
+			}
+			if p.HasCtState("DNAT") {
+				v.flags = append(v.flags, "dnat")
+			}
+			return v
+		case "direction":
+			if p.New {
+				return val{t: t, known: true, str: "original"}
+			}
+			return unknown(t, "the packet's conntrack direction is not known")
+		}
+		return unknown(t, "ct "+x.Key+" is not modelled")
+	case KFib:
+		return e.fib(x)
+	case KBinop:
+		if len(x.Args) != 2 {
+			return unknown(t, "a malformed expression")
+		}
+		a := e.value(x.Args[0])
+		if a.absent != "" || !a.known {
+			return a
+		}
+		b, ok := literal(x.Args[1], a.t)
+		if !ok {
+			b = e.value(x.Args[1])
+			if !b.known {
+				return unknown(t, renderExpr(x, tOther)+" is not understood")
+			}
+		}
+		r := val{t: a.t, known: true}
+		switch x.Op {
+		case "&":
+			r.num = a.num & b.num
+		case "|":
+			r.num = a.num | b.num
+		case "^":
+			r.num = a.num ^ b.num
+		case "<<":
+			r.num = a.num << (b.num & 63)
+		case ">>":
+			r.num = a.num >> (b.num & 63)
+		}
+		return r
+	case KNumber, KString:
+		if l, ok := literal(x, tInt); ok {
+			return l
+		}
+	}
+	return unknown(t, renderExpr(x, tOther)+" is not modelled")
+}
+
+func (e *eval) l4proto(t string) val {
+	n, ok := protoNumbers[strings.ToLower(e.w.Pkt.Proto)]
+	if !ok {
+		return unknown(t, "the packet's protocol is not known")
+	}
+	return val{t: t, known: true, num: n}
+}
+
+// iif is the input interface as the hook sees it (none for packets the node sends, until they loop back).
+func (e *eval) iif() string {
+	if e.w.Hook == netfilter.Output || e.w.Pkt.FromNode && e.w.Hook == netfilter.Postrouting {
+		return ""
+	}
+	return e.w.Pkt.Iif
+}
+
+// oif is the output interface as the hook sees it (none before the routing decision).
+func (e *eval) oif() string {
+	if e.w.Hook == netfilter.Prerouting || e.w.Hook == netfilter.Input {
+		return ""
+	}
+	return e.w.Pkt.Oif
+}
+
+func (e *eval) fibAddr(x *Expr) netip.Addr {
+	for _, f := range x.Flags {
+		switch f {
+		case "saddr":
+			return e.w.Pkt.Src
+		case "daddr":
+			return e.w.Pkt.Dst
+		}
+	}
+	return netip.Addr{}
+}
+
+func hasFlag(flags []string, f string) bool {
+	for _, x := range flags {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// fib evaluates a fib expression on the node's routes: `fib daddr type` is the type of the local-table route
+// covering the address (unicast when there is none), as inet_dev_addr_type reads it.
+func (e *eval) fib(x *Expr) val {
+	t := typeOf(x)
+	addr := e.fibAddr(x)
+	if !addr.IsValid() {
+		return unknown(t, "the address fib looks up is not known")
+	}
+	dev := ""
+	if hasFlag(x.Flags, "iif") {
+		dev = e.iif()
+	} else if hasFlag(x.Flags, "oif") {
+		dev = e.oif()
+	}
+	switch x.Field {
+	case "type":
+		return val{t: t, known: true, str: e.addrType(addr, dev)}
+	case "oif", "oifname":
+		if e.w.Net == nil {
+			return unknown(t, "the node's routes are not known")
+		}
+		out := ""
+		if e.w.Net.IsLocal(addr) {
+			out = "lo"
+		} else if r, ok := e.w.Net.Lookup(addr); ok {
+			out = r.Dev
+		}
+		if dev != "" && out != dev {
+			out = ""
+		}
+		return val{t: t, known: true, str: out}
+	}
+	return unknown(t, "fib "+x.Field+" is not modelled")
+}
+
+// addrType is inet_dev_addr_type: the local table's route type for addr ("unicast" when none covers it);
+// with dev, only a route through dev counts.
+func (e *eval) addrType(addr netip.Addr, dev string) string {
+	switch {
+	case addr == netip.IPv4Unspecified() || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "broadcast"
+	case addr.IsMulticast():
+		return "multicast"
+	}
+	if e.w.Net == nil {
+		return "unicast"
+	}
+	best, typ, rdev := -1, "", ""
+	for _, r := range e.w.Net.Routes {
+		if r.Table != "local" || !r.Dst.Contains(addr) {
+			continue
+		}
+		if r.Dst.Bits() > best {
+			best, typ, rdev = r.Dst.Bits(), r.Type, r.Dev
+		}
+	}
+	if typ == "" || dev != "" && rdev != dev {
+		return "unicast"
+	}
+	return typ
+}
+
+// mangle applies `meta mark set …` (other keys are noted).
+func (e *eval) mangle(s *Stmt, hop *trace.Hop) {
+	if s.Left == nil {
+		e.assume(s, "an incomplete statement")
+		return
+	}
+	switch {
+	case s.Left.Kind == KMeta && s.Left.Key == "mark":
+		v, ok := e.number(s.Right)
+		if !ok {
+			e.w.Note("%s %s rule %d: the trace cannot compute `%s`; the mark is left as it was", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			return
+		}
+		hop.Changes = append(hop.Changes, e.w.SetMark(uint32(v)))
+	case s.Left.Kind == KMeta && s.Left.Key == "nftrace":
+	default:
+		e.w.Note("%s %s rule %d: `%s` is not modelled; the trace goes on without it", e.table, e.chain, e.ruleNo, RenderStmt(s))
+	}
+}
+
+// number evaluates a numeric value expression (literal, meta mark, and bit operations on them).
+func (e *eval) number(x *Expr) (uint64, bool) {
+	if x == nil {
+		return 0, false
+	}
+	switch x.Kind {
+	case KNumber, KString:
+		l, ok := literal(x, tInt)
+		return l.num, ok
+	case KMeta:
+		if x.Key == "mark" {
+			return uint64(e.w.Pkt.Mark), true
+		}
+	case KBinop:
+		if len(x.Args) != 2 {
+			return 0, false
+		}
+		a, ok1 := e.number(x.Args[0])
+		b, ok2 := e.number(x.Args[1])
+		if !ok1 || !ok2 {
+			return 0, false
+		}
+		switch x.Op {
+		case "&":
+			return a & b, true
+		case "|":
+			return a | b, true
+		case "^":
+			return a ^ b, true
+		case "<<":
+			return a << (b & 63), true
+		case ">>":
+			return a >> (b & 63), true
+		}
+	}
+	return 0, false
+}
+
+// setUpdate records `update @set { ip saddr }` (session affinity remembers the client); the walk does not
+// change the ruleset.
+func (e *eval) setUpdate(s *Stmt, hop *trace.Hop) {
+	vs := e.values(s.Left)
+	var parts []string
+	for _, v := range vs {
+		parts = append(parts, v.String())
+	}
+	hop.Changes = append(hop.Changes, fmt.Sprintf("%s @%s with %s", s.Op, s.Target, strings.Join(parts, " . ")))
+}
+
+// nat applies dnat, snat, masquerade and redirect. It fails (the rule does not match) when a map holds no
+// address for the packet.
+func (e *eval) nat(s *Stmt, hop *trace.Hop) (bool, string) {
+	var addr netip.Addr
+	var port uint16
+	if s.Addr != nil {
+		target := s.Addr
+		if s.Addr.Kind == KMap && len(s.Addr.Args) == 2 {
+			l := e.lookup(s.Addr.Args[0], s.Addr.Args[1], hop)
+			if !l.found {
+				return false, l.reason
+			}
+			target = l.value
+		}
+		var ok bool
+		addr, port, ok = natTarget(target)
+		if !ok {
+			e.w.Note("%s %s rule %d: the trace cannot read the address of `%s`; it left the packet untranslated", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			hop.Verdict = s.Kind + " (not understood)"
+			return true, ""
+		}
+	}
+	if s.Port != nil {
+		switch s.Port.Kind {
+		case KNumber:
+			port = uint16(s.Port.Num)
+		case KRange:
+			if len(s.Port.Args) == 2 {
+				if l, ok := literal(s.Port.Args[0], tPort); ok {
+					port = uint16(l.num)
+				}
+			}
+			if s.Kind != SMasquerade && s.Kind != SSNAT {
+				e.w.Note("%s %s rule %d: `%s` picks a port from a range; the trace shows the first", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			}
+		}
+	}
+	switch s.Kind {
+	case SDNAT:
+		if !addr.IsValid() {
+			e.w.Note("%s %s rule %d: `%s` has no address; the trace left the packet untranslated", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			hop.Verdict = "dnat (not understood)"
+			return true, ""
+		}
+		to := netip.AddrPortFrom(addr, port)
+		hop.Changes = append(hop.Changes, e.w.DNAT(to))
+		hop.Verdict = "dnat to " + netip.AddrPortFrom(e.w.Pkt.Dst, e.w.Pkt.Dport).String()
+	case SRedirect:
+		to := e.redirectAddr()
+		if !to.IsValid() {
+			e.w.Note("%s %s rule %d: the trace cannot tell which local address `%s` uses", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			hop.Verdict = "redirect (not understood)"
+			return true, ""
+		}
+		hop.Changes = append(hop.Changes, e.w.DNAT(netip.AddrPortFrom(to, port)))
+		hop.Verdict = "redirect to " + netip.AddrPortFrom(e.w.Pkt.Dst, e.w.Pkt.Dport).String()
+	case SSNAT:
+		if !addr.IsValid() {
+			e.w.Note("%s %s rule %d: `%s` has no address; the trace left the packet untranslated", e.table, e.chain, e.ruleNo, RenderStmt(s))
+			hop.Verdict = "snat (not understood)"
+			return true, ""
+		}
+		if port != 0 {
+			e.w.Note("%s %s rule %d: `%s` also picks a source port; the trace shows only the address", e.table, e.chain, e.ruleNo, RenderStmt(s))
+		}
+		hop.Changes = append(hop.Changes, e.w.SNAT(addr))
+		hop.Verdict = "snat to " + e.w.Pkt.Src.String()
+	case SMasquerade:
+		hop.Changes = append(hop.Changes, e.w.Masquerade())
+		hop.Verdict = "masquerade to " + e.w.Pkt.Src.String()
+	}
+	return true, ""
+}
+
+// natTarget reads a nat target value: an address, or address . port.
+func natTarget(x *Expr) (netip.Addr, uint16, bool) {
+	if x == nil {
+		return netip.Addr{}, 0, false
+	}
+	if x.Kind == KElem && len(x.Args) == 1 {
+		x = x.Args[0]
+	}
+	switch x.Kind {
+	case KString:
+		a, err := netip.ParseAddr(x.Str)
+		return a, 0, err == nil
+	case KConcat:
+		if len(x.Args) != 2 {
+			return netip.Addr{}, 0, false
+		}
+		a, _, ok := natTarget(x.Args[0])
+		p, ok2 := literal(x.Args[1], tPort)
+		if !ok || !ok2 || p.num > 65535 {
+			return netip.Addr{}, 0, false
+		}
+		return a, uint16(p.num), true
+	}
+	return netip.Addr{}, 0, false
+}
+
+// redirectAddr is where redirect sends a packet: 127.0.0.1 for the node's own packets, else the first
+// address of the interface it came in on.
+func (e *eval) redirectAddr() netip.Addr {
+	if e.w.Hook == netfilter.Output {
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if e.w.Net == nil {
+		return netip.Addr{}
+	}
+	for _, a := range e.w.Net.Addresses {
+		if a.Dev == e.w.Pkt.Iif {
+			return a.Prefix.Addr()
+		}
+	}
+	return netip.Addr{}
+}
+
+// Prefixes of kube-proxy's per-service chain names: service-HASH-NS/NAME/PROTO/PORTNAME and the like.
+var serviceChainPrefixes = []string{"service-", "external-", "local-", "endpoint-", "firewall-", "affinity-"}
+
+// ServiceFromChain names the Service ("namespace/name", plus ":port" when the port has a name) of a
+// kube-proxy nftables chain (service-…, external-…, local-…, endpoint-…, firewall-…) or affinity set; ""
+// for any other name.
+func ServiceFromChain(name string) string {
+	for _, p := range serviceChainPrefixes {
+		rest, ok := strings.CutPrefix(name, p)
+		if !ok {
+			continue
+		}
+		hash, rest, ok := strings.Cut(rest, "-")
+		if !ok || len(hash) != 8 || strings.IndexFunc(hash, func(r rune) bool {
+			return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) >= 0 {
+			return ""
+		}
+		rest, _, _ = strings.Cut(rest, "__")
+		parts := strings.Split(rest, "/")
+		if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+			return ""
+		}
+		s := parts[0] + "/" + parts[1]
+		if parts[3] != "" {
+			s += ":" + parts[3]
+		}
+		return s
+	}
+	return ""
+}
