@@ -40,7 +40,9 @@ func (r *Rules) BaseChains() []netfilter.BaseChain {
 		}
 		for _, cname := range builtins[tname] {
 			c, ok := t.Chains[cname]
-			if !ok {
+			// iptables-nft creates a built-in chain in the kernel only when it gets a rule, so an empty
+			// ACCEPT chain is never traversed (and never traced); legacy's would accept silently anyway.
+			if !ok || len(c.Rules) == 0 && c.Policy != "DROP" {
 				continue
 			}
 			hook := netfilter.Hook(cname)

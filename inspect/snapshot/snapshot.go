@@ -36,6 +36,8 @@ type Snapshot struct {
 
 // Kubernetes names what the rules point at.
 type Kubernetes struct {
+	// ClientIP is the address outside traffic comes from in a lab (the Docker bridge's gateway on kind).
+	ClientIP string    `json:"clientIP,omitempty"`
 	Nodes    []Node    `json:"nodes,omitempty"`
 	Pods     []Pod     `json:"pods,omitempty"`
 	Services []Service `json:"services,omitempty"`

@@ -22,6 +22,8 @@ import (
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeip"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeport"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scale"
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/snapshot"
+	tracecmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/trace"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/up"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -46,6 +48,8 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		nodeport.NewCommand(streams),
 		nodeip.NewCommand(streams),
 		execcmd.NewCommand(streams),
+		snapshot.NewCommand(streams),
+		tracecmd.NewCommand(streams),
 		internal.NewCommand(streams),
 	)
 	return root

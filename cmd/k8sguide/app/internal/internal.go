@@ -1,8 +1,17 @@
-// Package internal holds the hidden commands the netns lab runs inside its namespaces: a node's kube-proxy and a
-// pod's server. Users do not call them.
+// Package internal holds the hidden commands k8sguide runs inside a lab's nodes and pods: a node's kube-proxy,
+// a pod's server, the snapshot collector, the kernel tracer and the client of a verified connection. Users do
+// not call them.
 package internal
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -15,7 +24,7 @@ import (
 // NewCommand returns the hidden internal command group.
 func NewCommand(streams lab.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "internal", Hidden: true, Short: "processes the netns lab runs in its namespaces"}
-	cmd.AddCommand(nodeProxy(), podServer())
+	cmd.AddCommand(nodeProxy(), podServer(), collect(streams), kernelTrace(streams), connect(streams))
 	return cmd
 }
 
@@ -47,5 +56,90 @@ func podServer() *cobra.Command {
 	cmd.Flags().StringVar(&pod, "pod", "", "pod name")
 	cmd.Flags().StringVar(&node, "node", "", "node name")
 	cmd.Flags().IntSliceVar(&ports, "port", nil, "TCP ports to serve")
+	return cmd
+}
+
+func collect(streams lab.Streams) *cobra.Command {
+	return &cobra.Command{
+		Use:  "collect",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := snapshot.Collect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(streams.Out).Encode(s)
+		},
+	}
+}
+
+// kernelTrace traces one flow in the node it runs in: it prints READY once the kernel's events are being
+// read, waits until its stdin closes (the connection is done), then prints the event lines as JSON. The
+// tracing table is removed on every way out, Ctrl-C included.
+func kernelTrace(streams lab.Streams) *cobra.Command {
+	var engine, dst, src string
+	var sport int
+	cmd := &cobra.Command{
+		Use:  "kernel-trace",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := netip.ParseAddrPort(dst)
+			if err != nil {
+				return fmt.Errorf("--dst %q: %v", dst, err)
+			}
+			f := kerneltrace.Flow{Dst: d.Addr(), Dport: d.Port(), Sport: uint16(sport), Proto: "tcp"}
+			if src != "" {
+				if f.Src, err = netip.ParseAddr(src); err != nil {
+					return fmt.Errorf("--src %q: %v", src, err)
+				}
+			}
+			ctx := cmd.Context()
+			s, err := kerneltrace.Start(ctx, engine, f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(streams.Out, "READY")
+			closed := make(chan struct{})
+			go func() {
+				io.Copy(io.Discard, streams.In)
+				close(closed)
+			}()
+			select {
+			case <-closed:
+			case <-ctx.Done():
+			case <-time.After(60 * time.Second):
+			}
+			lines := s.Stop()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return json.NewEncoder(streams.Out).Encode(lines)
+		},
+	}
+	cmd.Flags().StringVar(&engine, "engine", "nftables", "iptables or nftables")
+	cmd.Flags().StringVar(&dst, "dst", "", "destination IP:PORT")
+	cmd.Flags().StringVar(&src, "src", "", "source IP (empty: any)")
+	cmd.Flags().IntVar(&sport, "sport", 0, "source port")
+	return cmd
+}
+
+// connect makes one HTTP request from a fixed source port and prints what happened as JSON.
+func connect(streams lab.Streams) *cobra.Command {
+	var dst string
+	var sport int
+	cmd := &cobra.Command{
+		Use:  "connect",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pod, client, err := podserver.Get(cmd.Context(), dst, sport)
+			out := map[string]any{"answered": err == nil, "pod": pod, "client": client}
+			if err != nil {
+				out["error"] = err.Error()
+			}
+			return json.NewEncoder(streams.Out).Encode(out)
+		},
+	}
+	cmd.Flags().StringVar(&dst, "dst", "", "destination IP:PORT")
+	cmd.Flags().IntVar(&sport, "sport", 0, "source port")
 	return cmd
 }

@@ -1,0 +1,59 @@
+// Package snapshot implements `k8sguide snapshot`.
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+)
+
+type flags struct {
+	Name, Node, Output string
+}
+
+// NewCommand returns the snapshot command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "snapshot --node NODE [-o FILE]",
+		Short: "Save everything a trace needs from one node (rules, routes, conntrack, …) as one JSON document",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.Node == "" {
+				return fmt.Errorf("--node is required")
+			}
+			p, err := providers.ForLab(f.Name)
+			if err != nil {
+				return err
+			}
+			s, err := tracer.Snapshot(cmd.Context(), p, f.Name, f.Node)
+			if err != nil {
+				return err
+			}
+			data, err := json.MarshalIndent(s, "", "  ")
+			if err != nil {
+				return err
+			}
+			data = append(data, '\n')
+			if f.Output == "" || f.Output == "-" {
+				_, err = streams.Out.Write(data)
+				return err
+			}
+			if err := os.WriteFile(f.Output, data, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.Err, "Snapshot of %s written to %s\n", f.Node, f.Output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Node, "node", "", "node to capture")
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "", "file to write (default: standard output)")
+	return cmd
+}

@@ -1,0 +1,179 @@
+// Package trace implements `k8sguide trace`.
+package trace
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/inspect/render"
+	ktrace "github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+)
+
+type flags struct {
+	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
+	LocalAddresses                                               []string
+	Verify                                                       bool
+}
+
+// NewCommand returns the trace command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "trace --dst IP:PORT [--node NODE | --snapshot FILE] [--verify]",
+		Short: "Explain a packet's path through a node's rules: every rule, every endpoint's chance, the reply; --verify checks it against the kernel",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := render.ParseFormat(f.Output, "table", "wide", render.JSON)
+			if err != nil {
+				return err
+			}
+			if f.Dst == "" && (f.Service == "" || f.Node == "" || f.Snapshot != "") {
+				return fmt.Errorf("--dst IP:PORT is required (or --service NAME with --node NODE on a live lab)")
+			}
+			if f.Dst != "" {
+				if _, err := netip.ParseAddrPort(f.Dst); err != nil {
+					return fmt.Errorf("--dst %q: want IP:PORT, e.g. 172.18.0.3:30080", f.Dst)
+				}
+			}
+			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From}
+			if f.Snapshot != "" {
+				if f.Verify {
+					return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
+				}
+				return fromFile(streams, f, req, format)
+			}
+			local, err := parseAddrs(f.LocalAddresses)
+			if err != nil {
+				return err
+			}
+			if len(local) > 0 {
+				return fmt.Errorf("--local-addresses applies to --snapshot input")
+			}
+			p, err := providers.ForLab(f.Name)
+			if err != nil {
+				return err
+			}
+			if f.Dst == "" {
+				if req.Dst, err = tracer.NodePortDst(cmd.Context(), p, f.Name, f.Node, f.Service); err != nil {
+					return err
+				}
+				f.Dst = req.Dst
+			}
+			node := f.Node
+			if node == "" {
+				if node, err = nodeFor(cmd, p, f); err != nil {
+					return err
+				}
+			}
+			ctx := cmd.Context()
+			if f.Verify {
+				v, err := tracer.Verify(ctx, p, f.Name, node, req)
+				if err != nil {
+					return err
+				}
+				if format == render.JSON {
+					return render.WriteData(streams.Out, render.JSON, v)
+				}
+				if err := render.Verification(streams.Out, v, render.TraceOptions{Wide: format == "wide"}); err != nil {
+					return err
+				}
+				if v.Result != "agree" {
+					return fmt.Errorf("the kernel disagrees with the prediction")
+				}
+				return nil
+			}
+			s, err := tracer.Snapshot(ctx, p, f.Name, node)
+			if err != nil {
+				return err
+			}
+			t, err := tracer.Trace(s, req)
+			if err != nil {
+				return err
+			}
+			return write(streams.Out, t, format)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	fl.StringVar(&f.Dst, "dst", "", "destination IP:PORT (a node IP and NodePort, a ClusterIP and port, …)")
+	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
+	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
+	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
+	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: the node that owns --dst)")
+	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from a snapshot file, an iptables-save dump, `iptables -L -n` listings or `nft -j list ruleset` output (- for stdin)")
+	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
+	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
+	fl.StringVarP(&f.Output, "output", "o", "table", "table, wide or json")
+	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
+	return cmd
+}
+
+func fromFile(streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
+	var data []byte
+	var err error
+	if f.Snapshot == "-" {
+		data, err = io.ReadAll(streams.In)
+	} else {
+		data, err = os.ReadFile(f.Snapshot)
+	}
+	if err != nil {
+		return err
+	}
+	local, err := parseAddrs(f.LocalAddresses)
+	if err != nil {
+		return err
+	}
+	s, err := tracer.Load(data, local)
+	if err != nil {
+		return fmt.Errorf("%s: %v", f.Snapshot, err)
+	}
+	t, err := tracer.Trace(s, req)
+	if err != nil {
+		return err
+	}
+	return write(streams.Out, t, format)
+}
+
+func write(w io.Writer, t *ktrace.Trace, format render.Format) error {
+	if format == render.JSON {
+		return render.WriteData(w, render.JSON, t)
+	}
+	return render.Trace(w, t, render.TraceOptions{Wide: format == "wide"})
+}
+
+func parseAddrs(ss []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range ss {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || !a.Is4() {
+			return nil, fmt.Errorf("--local-addresses: %q is not an IPv4 address", s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// nodeFor picks the node that owns the destination address, for `trace --dst NODEIP:PORT`.
+func nodeFor(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
+	st, err := p.Status(cmd.Context(), f.Name)
+	if err != nil {
+		return "", err
+	}
+	ip, _, _ := strings.Cut(f.Dst, ":")
+	var names []string
+	for _, n := range st.Nodes {
+		if n.IP == ip {
+			return n.Name, nil
+		}
+		names = append(names, n.Name)
+	}
+	return "", fmt.Errorf("--dst %s is not a node address: say which node's rules to walk with --node (one of %s)", ip, strings.Join(names, ", "))
+}

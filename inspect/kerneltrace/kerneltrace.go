@@ -1,0 +1,286 @@
+// Package kerneltrace asks the kernel which rules a real packet hit. Inside a node it adds a private
+// nftables table that sets nftrace on exactly one flow (both iptables-nft and kube-proxy's nftables rules
+// are nf_tables rules, so one mechanism serves both engines), reads the kernel's trace events with
+// `xtables-monitor --trace` (iptables text) or `nft monitor trace` (nft text), and removes the table again,
+// also on error, timeout and interrupt.
+package kerneltrace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// TablePrefix starts the name of every tracing table; the tracer's own rules never appear in a prediction.
+const TablePrefix = "k8sguide-trace"
+
+// Flow selects the packets to trace.
+type Flow struct {
+	Src          netip.Addr // invalid: any source (packets the node makes itself)
+	Dst          netip.Addr
+	Sport, Dport uint16
+	Proto        string
+}
+
+// TableName is the tracing table for a flow; unique per source port so concurrent traces do not collide.
+func TableName(f Flow) string { return fmt.Sprintf("%s-%d", TablePrefix, f.Sport) }
+
+// Ruleset is the nft script that creates the tracing table: trace the flow where packets enter
+// (prerouting) and where the node makes them (output), before conntrack and everything else; and a
+// marker rule the session uses to know the monitor is listening.
+func Ruleset(f Flow) string {
+	match := fmt.Sprintf("ip daddr %s %s sport %d %s dport %d", f.Dst, f.Proto, f.Sport, f.Proto, f.Dport)
+	if f.Src.IsValid() {
+		match = fmt.Sprintf("ip saddr %s ", f.Src) + match
+	}
+	return fmt.Sprintf(`table ip %[1]s {
+	chain pre { type filter hook prerouting priority raw - 5; %[2]s meta nftrace set 1; }
+	chain out { type filter hook output priority raw - 5; %[2]s meta nftrace set 1; }
+	chain ready { type filter hook output priority raw - 6; ip daddr 127.0.0.9 udp dport %[3]d meta nftrace set 1; }
+}
+`, TableName(f), match, markerPort(f))
+}
+
+func markerPort(f Flow) int { return 9 }
+
+// Session is a running trace inside a node.
+type Session struct {
+	flow    Flow
+	monitor *exec.Cmd
+	mu      sync.Mutex
+	lines   []string
+	ready   chan struct{}
+	once    sync.Once
+	done    chan struct{}
+}
+
+// Start creates the tracing table and starts the monitor (engine "iptables" uses xtables-monitor, anything
+// else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
+func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
+	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{})}
+	if err := nft(context.WithoutCancel(ctx), "-f", "-", Ruleset(f)); err != nil {
+		return nil, fmt.Errorf("adding the tracing table: %w", err)
+	}
+	argv := []string{"nft", "monitor", "trace"}
+	if engine == "iptables" {
+		argv = []string{"xtables-monitor", "--trace"}
+	}
+	s.monitor = exec.Command(argv[0], argv[1:]...)
+	s.monitor.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := s.monitor.StdoutPipe()
+	if err != nil {
+		s.removeTable()
+		return nil, err
+	}
+	s.monitor.Stderr = io.Discard
+	if err := s.monitor.Start(); err != nil {
+		s.removeTable()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			l := sc.Text()
+			// Marker packets (to 127.0.0.9) show the monitor is listening; they are not part of the flow.
+			if strings.Contains(l, "ip daddr 127.0.0.9 ") || strings.Contains(l, "DST=127.0.0.9 ") {
+				s.once.Do(func() { close(s.ready) })
+				continue
+			}
+			s.mu.Lock()
+			s.lines = append(s.lines, l)
+			s.mu.Unlock()
+		}
+	}()
+	// Send marker packets until the monitor reports one: from then on it sees every event.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sendMarker(markerPort(f))
+		select {
+		case <-s.ready:
+			return s, nil
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("%s reported no events within 10s", argv[0])
+		}
+	}
+}
+
+func sendMarker(port int) {
+	c, err := netDialUDP(port)
+	if err == nil {
+		c.Write([]byte("k8sguide"))
+		c.Close()
+	}
+}
+
+// Stop waits briefly for the last events, stops the monitor, removes the table and returns the event lines.
+func (s *Session) Stop() []string {
+	time.Sleep(200 * time.Millisecond)
+	if s.monitor != nil && s.monitor.Process != nil {
+		s.monitor.Process.Kill()
+		s.monitor.Wait()
+		<-s.done
+	}
+	s.removeTable()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lines...)
+}
+
+func (s *Session) removeTable() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	RemoveTable(ctx, s.flow)
+}
+
+// RemoveTable deletes a flow's tracing table if it is there.
+func RemoveTable(ctx context.Context, f Flow) error {
+	err := nft(ctx, "delete", "table", "ip", TableName(f))
+	if err != nil && strings.Contains(err.Error(), "No such file") {
+		return nil
+	}
+	return err
+}
+
+func nft(ctx context.Context, args ...string) error {
+	stdin := ""
+	if len(args) > 0 && args[len(args)-1] != "" && args[0] == "-f" {
+		stdin = args[len(args)-1]
+		args = args[:len(args)-1]
+	}
+	cmd := exec.CommandContext(ctx, "nft", args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("nft %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return nil
+}
+
+var (
+	xtTrace  = regexp.MustCompile(`^\s*TRACE: \d+ [0-9a-f]+ ([^:]+):([^:]+):(rule|policy|return):?(0x[0-9a-f]+)?:?(\S*)\s*(.*)$`)
+	nftTrace = regexp.MustCompile(`^trace id [0-9a-f]+ (\S+) (\S+) (\S+) (rule|policy|packet:|verdict)\s*(.*)$`)
+	verdict  = regexp.MustCompile(`\s*\(verdict ([^)]*)\)\s*$`)
+	counter  = regexp.MustCompile(`counter packets \d+ bytes \d+\s*`)
+)
+
+// ParseXtables reads `xtables-monitor --trace` output and returns the events of the flow's first packet
+// (the SYN, which is the only one nat rules see), without the tracing table's own events.
+func ParseXtables(lines []string) []trace.KernelEvent {
+	var out []trace.KernelEvent
+	syn := false
+	packets := 0
+	lastPacket := ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "PACKET:") {
+			lastPacket = l
+			syn = strings.Contains(l, " SYN ") && !strings.Contains(l, " ACK ")
+			continue
+		}
+		m := xtTrace.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if strings.HasPrefix(m[1], TablePrefix) {
+			// Our table sees each packet once where it enters (a packet the node sends to itself comes
+			// back in on lo: same packet); a second entry is a retransmission, which says nothing new.
+			if m[3] == "rule" && (m[2] == "out" || m[2] == "pre" && !strings.Contains(lastPacket, "IN=lo ")) {
+				if packets++; packets > 1 {
+					break
+				}
+			}
+			continue
+		}
+		if !syn || packets == 0 {
+			continue
+		}
+		e := trace.KernelEvent{Table: m[1], Chain: m[2], Kind: m[3], Verdict: m[5]}
+		text := strings.TrimSpace(m[6])
+		// "-4 -t nat -A CHAIN …": keep the iptables-save part.
+		if i := strings.Index(text, "-A "); i >= 0 {
+			text = text[i:]
+		}
+		e.Text = text
+		if e.Kind == "policy" {
+			e.Text = "policy " + e.Verdict
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
+func ParseNft(lines []string) []trace.KernelEvent {
+	var out []trace.KernelEvent
+	syn := false
+	packets := 0
+	for _, l := range lines {
+		m := nftTrace.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		table := m[1] + " " + m[2]
+		if strings.HasPrefix(m[2], TablePrefix) {
+			// See ParseXtables: one entry into our table per packet, lo loop-backs excepted.
+			if m[4] == "packet:" && (m[3] == "out" || m[3] == "pre" && !strings.Contains(l, `iif "lo"`)) {
+				if packets++; packets > 1 {
+					break
+				}
+			}
+			continue
+		}
+		if m[4] == "packet:" {
+			syn = strings.Contains(l, "tcp flags == syn")
+			continue
+		}
+		if !syn || packets == 0 {
+			continue
+		}
+		e := trace.KernelEvent{Table: table, Chain: m[3], Kind: m[4]}
+		rest := m[5]
+		if v := verdict.FindStringSubmatch(rest); v != nil {
+			e.Verdict = v[1]
+			rest = rest[:len(rest)-len(v[0])]
+		}
+		if e.Kind == "policy" {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				e.Verdict = f[0]
+			}
+			e.Text = "policy " + e.Verdict
+		} else {
+			e.Text = NormalizeNft(rest)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// NormalizeNft makes nft rule text comparable between `nft list` and `nft monitor trace`: no counters, no
+// handle comment, single spaces.
+func NormalizeNft(s string) string {
+	if i := strings.Index(s, " # handle "); i >= 0 {
+		s = s[:i]
+	}
+	s = counter.ReplaceAllString(s, "")
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,45 @@
+package trace
+
+// VerificationVersion names the JSON schema of Verification.
+const VerificationVersion = "k8sguide.verify/v1"
+
+// KernelEvent is one rule or policy the kernel reported for a traced packet.
+type KernelEvent struct {
+	Table   string `json:"table"` // "nat", "filter" (iptables) or "ip kube-proxy" (nftables)
+	Chain   string `json:"chain"`
+	Kind    string `json:"kind"`    // rule | policy
+	Text    string `json:"text"`    // the rule as the monitor printed it (iptables-save syntax for iptables)
+	Verdict string `json:"verdict"` // as the monitor printed it: JUMP:KUBE-SVC-…, ACCEPT, jump services, accept, …
+}
+
+// Verification compares a prediction with what the kernel did to a real packet of the same flow.
+type Verification struct {
+	Version    string        `json:"version"`
+	Prediction *Trace        `json:"prediction"`
+	Kernel     []KernelEvent `json:"kernel"`
+	// Path is the index of the predicted path the kernel's events are compared with (the one whose rules
+	// match them, else the closest); -1 when the prediction has no path.
+	Path int   `json:"path"`
+	Rows []Row `json:"rows"`
+	// Connection is what the real connection did: the pod that answered and the source it saw, or the error.
+	Connection Connection `json:"connection"`
+	// Result is "agree" when the kernel hit exactly the rules of a predicted path and the connection ended as
+	// that path says; "disagree" otherwise, with Reasons.
+	Result  string   `json:"result"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Row pairs one predicted rule with one kernel event.
+type Row struct {
+	Predicted string `json:"predicted"`
+	Kernel    string `json:"kernel"`
+	Agree     bool   `json:"agree"`
+}
+
+// Connection is the outcome of the real connection.
+type Connection struct {
+	Answered bool   `json:"answered"`
+	Pod      string `json:"pod,omitempty"`
+	Client   string `json:"client,omitempty"` // the source address the pod saw
+	Error    string `json:"error,omitempty"`
+}

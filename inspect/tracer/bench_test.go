@@ -1,0 +1,82 @@
+package tracer_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/k8sguide/k8sguide/internal/e2etest"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// BenchmarkTrace5000 builds a one-node lab whose real proxier holds 5,000 NodePort Services × 3 endpoints,
+// then times, per iteration, `iptables-save` (iptables mode) or `nft list ruleset` (nftables mode) alone in
+// the node, and `k8sguide trace --node` (collect a snapshot, then trace a NodePort packet through it). It
+// reports both in ms, their ratio, and the trace process's peak memory (max RSS). Goal: ratio ≤ 1.2,
+// peak ≤ 150 MB.
+func BenchmarkTrace5000(b *testing.B) {
+	var manifest strings.Builder
+	manifest.WriteString(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]}
+`)
+	for i := 0; i < 5000; i++ {
+		fmt.Fprintf(&manifest, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {type: NodePort, selector: {app: web}, ports: [{port: 80}]}\n", i)
+	}
+	file := filepath.Join(b.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(manifest.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		b.Run(string(d), func(b *testing.B) {
+			e2etest.NeedRoot(b, e2etest.ToolFor(d))
+			name := "bench-trc-" + string(d)[:3]
+			b.StopTimer()
+			e2etest.UpLab(b, name, "--dataplane", string(d), "--workers", "0", "--service-node-port-range", "30000-39999")
+			e2etest.MustK8sguide(b, "deploy", "--name", name, file)
+			node := name + "-control-plane"
+			np := e2etest.NodePortOf(b, name, "svc-4999")
+			save := []string{"iptables-save"}
+			if d == lab.NFTables {
+				save = []string{"nft", "list", "ruleset"}
+			}
+			var saveTime, traceTime time.Duration
+			var peak int64
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				if err := exec.Command("ip", append([]string{"netns", "exec", node}, save...)...).Run(); err != nil {
+					b.Fatal(err)
+				}
+				saveTime += time.Since(start)
+				cmd := exec.Command(e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", "172.18.0.2:"+np, "-o", "json")
+				cmd.Stdout = nil
+				start = time.Now()
+				b.StartTimer()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+				b.StopTimer()
+				traceTime += time.Since(start)
+				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > peak {
+					peak = ru.Maxrss
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(saveTime.Milliseconds())/n, "save-ms")
+			b.ReportMetric(float64(traceTime.Milliseconds())/n, "trace-ms")
+			b.ReportMetric(float64(traceTime)/float64(saveTime), "trace/save")
+			b.ReportMetric(float64(peak)/1024, "peak-MB")
+		})
+	}
+}

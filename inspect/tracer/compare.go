@@ -1,0 +1,159 @@
+package tracer
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// kernelKey is what a predicted hop and a kernel event must share to be the same step: table, chain and the
+// rule's text (the monitors print rules the way iptables-save / nft list do), or the chain's policy.
+func hopKey(h trace.Hop) string {
+	text := h.Text
+	if h.Rule == 0 {
+		text = "policy " + strings.ToLower(strings.TrimPrefix(h.Text, "policy "))
+	} else if strings.Contains(h.Table, " ") {
+		text = kerneltrace.NormalizeNft(text)
+	}
+	return h.Table + "|" + h.Chain + "|" + text
+}
+
+func eventKey(e trace.KernelEvent) string {
+	text := e.Text
+	if e.Kind == "policy" {
+		text = "policy " + strings.ToLower(e.Verdict)
+	}
+	return e.Table + "|" + e.Chain + "|" + text
+}
+
+// kernelVisible are the hops the kernel reports: rules that matched (they end with a verdict, "continue"
+// included) and policies. Rules that did not match leave no event.
+func kernelVisible(p trace.Path) []trace.Hop {
+	var out []trace.Hop
+	for _, h := range p.Hops {
+		if h.Matched {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Compare matches the kernel's events with the predicted paths and the connection's outcome.
+func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connection) *trace.Verification {
+	v := &trace.Verification{Version: trace.VerificationVersion, Prediction: pred, Kernel: events, Connection: conn, Path: -1}
+	// Several paths can hit the same rules (nftables picks the endpoint inside one numgen rule): among the
+	// paths that fit the kernel's events, take the one to the pod that answered.
+	best, bestRank := -1, -1
+	for i, p := range pred.Paths {
+		hops := kernelVisible(p)
+		score := 0
+		for score < len(hops) && score < len(events) && hopKey(hops[score]) == eventKey(events[score]) {
+			score++
+		}
+		rank := score * 4
+		if score == len(hops) && score == len(events) {
+			rank += 1 << 20
+		}
+		if answeredBy(p, conn) {
+			rank += 2
+		}
+		if rank > bestRank {
+			best, bestRank = i, rank
+		}
+	}
+	v.Path = best
+	if best < 0 {
+		v.Result = "disagree"
+		v.Reasons = append(v.Reasons, "the prediction has no path")
+		return v
+	}
+	p := pred.Paths[best]
+	hops := kernelVisible(p)
+	n := max(len(hops), len(events))
+	agree := len(hops) == len(events)
+	for i := 0; i < n; i++ {
+		var r trace.Row
+		if i < len(hops) {
+			h := hops[i]
+			r.Predicted = fmt.Sprintf("%s/%s #%d %s", h.Table, h.Chain, h.Rule, h.Verdict)
+			if h.Rule == 0 {
+				r.Predicted = fmt.Sprintf("%s/%s %s", h.Table, h.Chain, h.Verdict)
+			}
+		}
+		if i < len(events) {
+			e := events[i]
+			r.Kernel = fmt.Sprintf("%s/%s %s", e.Table, e.Chain, e.Verdict)
+			if e.Kind == "policy" {
+				r.Kernel = fmt.Sprintf("%s/%s policy %s", e.Table, e.Chain, strings.ToLower(e.Verdict))
+			}
+		}
+		r.Agree = i < len(hops) && i < len(events) && hopKey(hops[i]) == eventKey(events[i])
+		if !r.Agree {
+			agree = false
+		}
+		v.Rows = append(v.Rows, r)
+	}
+	if !agree {
+		v.Reasons = append(v.Reasons, "the kernel's rules differ from every predicted path")
+	}
+	if reason := outcomeMismatch(p, conn); reason != "" {
+		agree = false
+		v.Reasons = append(v.Reasons, reason)
+	}
+	v.Result = "disagree"
+	if agree {
+		v.Result = "agree"
+	}
+	return v
+}
+
+func answeredBy(p trace.Path, c trace.Connection) bool {
+	return p.Endpoint != nil && c.Answered && c.Pod != "" && strings.HasSuffix(p.Endpoint.Pod, "/"+c.Pod)
+}
+
+// outcomeMismatch says how the connection's outcome contradicts the path, "" when it does not.
+func outcomeMismatch(p trace.Path, c trace.Connection) string {
+	switch p.Verdict {
+	case trace.Delivered:
+		if !c.Answered {
+			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
+		}
+		if p.Endpoint != nil && p.Endpoint.Pod != "" && !answeredBy(p, c) {
+			return fmt.Sprintf("the path leads to %s but %s answered", p.Endpoint.Pod, c.Pod)
+		}
+		if seen := clientIP(c.Client); p.SNAT != "" && seen != "" && p.SNAT != seen {
+			return fmt.Sprintf("the path says the pod sees source %s; it saw %s", p.SNAT, seen)
+		}
+	case trace.Rejected:
+		if c.Answered || !strings.Contains(c.Error, "refused") {
+			return fmt.Sprintf("the path rejects the packet; the connection: %s", describe(c))
+		}
+	case trace.Dropped:
+		if c.Answered || strings.Contains(c.Error, "refused") {
+			return fmt.Sprintf("the path drops the packet; the connection: %s", describe(c))
+		}
+	case trace.Local:
+		if c.Answered && c.Pod != "" {
+			return fmt.Sprintf("the path keeps the packet on the node, but pod %s answered", c.Pod)
+		}
+	}
+	return ""
+}
+
+func describe(c trace.Connection) string {
+	if c.Answered {
+		return "answered by " + c.Pod
+	}
+	return c.Error
+}
+
+// clientIP drops the port from the address a pod reports.
+func clientIP(s string) string {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().String()
+	}
+	return s
+}

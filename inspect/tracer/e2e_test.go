@@ -1,0 +1,229 @@
+package tracer_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/internal/e2etest"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// These tests check traces against the kernel on a real netns lab: for each case the static prediction
+// must agree with the rules the kernel's own trace (nftrace) reports for a real connection of that flow, and
+// the pod that answered must be one the prediction allows (`trace --verify` checks both).
+
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m)) }
+
+// verify runs `trace --verify -o json` and returns the verification, whatever its result.
+func verify(t *testing.T, name string, args ...string) *trace.Verification {
+	t.Helper()
+	out, err := e2etest.Quiet(append([]string{"trace", "--name", name, "--verify", "-o", "json"}, args...)...)
+	var v trace.Verification
+	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
+		t.Fatalf("trace --verify %v: %v (output %q)", args, err, out)
+	}
+	return &v
+}
+
+func mustAgree(t *testing.T, v *trace.Verification) *trace.Path {
+	t.Helper()
+	if v.Result != "agree" {
+		var rows strings.Builder
+		for _, r := range v.Rows {
+			fmt.Fprintf(&rows, "\n  %-70s %-60s %v", r.Predicted, r.Kernel, r.Agree)
+		}
+		t.Fatalf("%s %s from %s: prediction and kernel disagree: %v%s", v.Prediction.Node, v.Prediction.Packet.Dst, v.Prediction.Packet.From, v.Reasons, rows.String())
+	}
+	if v.Path < 0 {
+		t.Fatal("no predicted path chosen")
+	}
+	return &v.Prediction.Paths[v.Path]
+}
+
+func nodeIP(t *testing.T, name, node string) string {
+	t.Helper()
+	st, err := e2etest.Provider().Status(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			return n.IP
+		}
+	}
+	t.Fatalf("no node %s", node)
+	return ""
+}
+
+func clusterIP(t *testing.T, name, service string) string {
+	t.Helper()
+	w, _ := e2etest.Provider().Workloads(t.Context(), name)
+	svcs, _ := w.Services(t.Context())
+	for _, s := range svcs {
+		if s.Name == service {
+			return s.Spec.ClusterIP
+		}
+	}
+	t.Fatalf("no service %s", service)
+	return ""
+}
+
+// podOn returns a pod of app=web on the given node, and the list of all.
+func podOn(t *testing.T, name, node string) string {
+	t.Helper()
+	w, _ := e2etest.Provider().Workloads(t.Context(), name)
+	pods, _ := w.Pods(t.Context())
+	for _, p := range pods {
+		if p.Spec.NodeName == node && p.Status.PodIP != "" {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+func TestTraceAgreesWithKernel(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			testAgreement(t, d)
+		})
+	}
+}
+
+func testAgreement(t *testing.T, d lab.Dataplane) {
+	name := "trc-" + string(d)[:3]
+	e2etest.UpLab(t, name, "--dataplane", string(d))
+	e2etest.MustK8sguide(t, "deploy", "--name", name)
+	e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	np := e2etest.NodePortOf(t, name, "web")
+	cip := clusterIP(t, name, "web")
+	nodes := lab.NodeNames(name, 2)
+	worker := nodes[1]
+
+	t.Run("nodeport-from-client", func(t *testing.T) {
+		for _, n := range nodes {
+			for i := 0; i < 3; i++ {
+				p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, n)+":"+np))
+				if p.Verdict != trace.Delivered || p.SNAT == "172.18.0.1" {
+					t.Errorf("%s: NodePort from outside must be delivered and masqueraded: %s snat %s", n, p.Verdict, p.SNAT)
+				}
+			}
+		}
+	})
+	t.Run("clusterip-from-pod", func(t *testing.T) {
+		pod := podOn(t, name, worker)
+		for i := 0; i < 3; i++ {
+			mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", cip+":80"))
+		}
+	})
+	t.Run("clusterip-from-node", func(t *testing.T) {
+		for i := 0; i < 3; i++ {
+			mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", cip+":80"))
+		}
+	})
+	t.Run("localhost-nodeport", func(t *testing.T) {
+		p := mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", "127.0.0.1:"+np))
+		want := trace.Delivered // iptables mode serves NodePorts on localhost
+		if d == lab.NFTables {
+			want = trace.Local // nftables mode never does: nothing translates it, nothing listens
+		}
+		if p.Verdict != want {
+			t.Errorf("localhost NodePort in %s mode: %s, want %s", d, p.Verdict, want)
+		}
+	})
+	t.Run("hairpin", func(t *testing.T) {
+		// With one replica the pod calling its own Service can only reach itself: the hairpin path.
+		e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "1")
+		defer e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "3")
+		var pod, node string
+		for _, n := range nodes {
+			if p := podOn(t, name, n); p != "" {
+				pod, node = p, n
+			}
+		}
+		p := mustAgree(t, verify(t, name, "--node", node, "--from", "pod/"+pod, "--dst", cip+":80"))
+		if p.Endpoint == nil || !strings.HasSuffix(p.Endpoint.Pod, "/"+pod) {
+			t.Fatalf("hairpin: want the pod itself as endpoint, got %+v", p.Endpoint)
+		}
+		if p.SNAT == p.Endpoint.IP {
+			t.Errorf("hairpin traffic must be masqueraded (the pod would answer itself directly): snat %s", p.SNAT)
+		}
+	})
+	t.Run("no-endpoints", func(t *testing.T) {
+		e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "0")
+		defer e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "3")
+		p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
+		if p.Verdict != trace.Rejected {
+			t.Errorf("a Service with no endpoints: %s, want rejected", p.Verdict)
+		}
+	})
+	t.Run("external-traffic-policy-local", func(t *testing.T) {
+		e2etest.MustK8sguide(t, "nodeport", "--name", name, "--service", "web-local", "--external-traffic-policy", "Local", "--check", "0")
+		lnp := e2etest.NodePortOf(t, name, "web-local")
+		// A worker has local endpoints: only those, and the client's address is kept.
+		p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+lnp))
+		if p.Verdict != trace.Delivered || p.SNAT != "172.18.0.1" || p.Endpoint == nil || p.Endpoint.Node != worker {
+			t.Errorf("eTP Local with a local endpoint: %s to %+v snat %s; want delivered to a pod on %s, source kept", p.Verdict, p.Endpoint, p.SNAT, worker)
+		}
+		// The control plane has none: the packet is dropped.
+		p = mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, nodes[0])+":"+lnp))
+		if p.Verdict != trace.Dropped {
+			t.Errorf("eTP Local without a local endpoint: %s, want dropped", p.Verdict)
+		}
+	})
+	t.Run("session-affinity", func(t *testing.T) {
+		manifest := filepath.Join(t.TempDir(), "sticky.yaml")
+		os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: Service
+metadata: {name: web-sticky, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: web}
+  sessionAffinity: ClientIP
+  ports: [{port: 80, targetPort: 80, protocol: TCP}]
+`), 0o644)
+		e2etest.MustK8sguide(t, "deploy", "--name", name, manifest)
+		snp := e2etest.NodePortOf(t, name, "web-sticky")
+		dst := nodeIP(t, name, worker) + ":" + snp
+		first := mustAgree(t, verify(t, name, "--dst", dst))
+		// Now the client is in the endpoint's recent list: the next flow has one path, to the same pod.
+		v := verify(t, name, "--dst", dst)
+		second := mustAgree(t, v)
+		if len(v.Prediction.Paths) != 1 {
+			t.Errorf("with affinity established the prediction should be certain, got %d paths", len(v.Prediction.Paths))
+		}
+		if first.Endpoint == nil || second.Endpoint == nil || first.Endpoint.IP != second.Endpoint.IP {
+			t.Errorf("affinity: first flow to %+v, second to %+v", first.Endpoint, second.Endpoint)
+		}
+	})
+}
+
+// With --nodeport-addresses limited to the nodes' network, a NodePort on a node's pod-bridge address is not
+// served: the prediction says local (nothing translates it) and the kernel agrees; the node IP still works.
+func TestTraceNodePortAddresses(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			name := "trn-" + string(d)[:3]
+			e2etest.UpLab(t, name, "--dataplane", string(d), "--nodeport-addresses", "172.18.0.0/16")
+			e2etest.MustK8sguide(t, "deploy", "--name", name)
+			e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			np := e2etest.NodePortOf(t, name, "web")
+			worker := name + "-worker"
+			p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
+			if p.Verdict != trace.Delivered {
+				t.Errorf("node IP: %s, want delivered", p.Verdict)
+			}
+			pod := podOn(t, name, worker)
+			p = mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", "10.244.1.1:"+np))
+			if p.Verdict != trace.Local {
+				t.Errorf("pod bridge address outside --nodeport-addresses: %s, want local", p.Verdict)
+			}
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package tracer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// NodeOf checks that node is one of the lab's nodes.
+func NodeOf(st lab.Status, node string) (lab.Node, error) {
+	var known []string
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			return n, nil
+		}
+		known = append(known, n.Name)
+	}
+	return lab.Node{}, &lab.NotFoundError{Kind: "node", Name: node, Known: known}
+}
+
+// Snapshot runs the collector inside a lab node (this same binary, `k8sguide internal collect`) and adds
+// the Kubernetes names the rules point at.
+func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot.Snapshot, error) {
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := NodeOf(st, node); err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var out, errb bytes.Buffer
+	if err := p.Exec(ctx, name, node, []string{exe, "internal", "collect"}, lab.Streams{Out: &out, Err: &errb}); err != nil {
+		if msg := strings.TrimSpace(errb.String()); msg != "" {
+			return nil, fmt.Errorf("collecting %s: %s", node, lastLine(msg))
+		}
+		return nil, fmt.Errorf("collecting %s: %w", node, err)
+	}
+	var s snapshot.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		return nil, fmt.Errorf("collecting %s: unreadable collector output: %v", node, err)
+	}
+	s.Node, s.Lab, s.Dataplane = node, name, string(st.Dataplane)
+	k, err := kubernetesNames(ctx, p, name, st)
+	if err != nil {
+		return nil, err
+	}
+	s.Kubernetes = k
+	return &s, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimPrefix(lines[len(lines)-1], "ERROR: ")
+}
+
+func kubernetesNames(ctx context.Context, p lab.Provider, name string, st lab.Status) (*snapshot.Kubernetes, error) {
+	k := &snapshot.Kubernetes{ClientIP: st.Client}
+	for _, n := range st.Nodes {
+		k.Nodes = append(k.Nodes, snapshot.Node{Name: n.Name, IP: n.IP})
+	}
+	w, err := p.Workloads(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := w.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range pods {
+		if pod.Status.PodIP == "" {
+			continue
+		}
+		k.Pods = append(k.Pods, snapshot.Pod{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Node: pod.Spec.NodeName})
+	}
+	svcs, err := w.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, svc := range svcs {
+		s := snapshot.Service{Namespace: svc.Namespace, Name: svc.Name, ClusterIP: svc.Spec.ClusterIP}
+		for _, port := range svc.Spec.Ports {
+			s.Ports = append(s.Ports, snapshot.ServicePort{Name: port.Name, Protocol: string(port.Protocol), Port: port.Port, NodePort: port.NodePort})
+		}
+		k.Services = append(k.Services, s)
+	}
+	return k, nil
+}
+
+// NodePortDst is IP:nodePort of a Service's port on a node, for `trace --service NAME[:PORT]`.
+func NodePortDst(ctx context.Context, p lab.Provider, name, node, service string) (string, error) {
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	n, err := NodeOf(st, node)
+	if err != nil {
+		return "", err
+	}
+	w, err := p.Workloads(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	svcs, err := w.Services(ctx)
+	if err != nil {
+		return "", err
+	}
+	svcName, port, _ := strings.Cut(service, ":")
+	ns, svcName, ok := strings.Cut(svcName, "/")
+	if !ok {
+		ns, svcName = "default", ns
+	}
+	var known []string
+	for _, s := range svcs {
+		known = append(known, s.Namespace+"/"+s.Name)
+		if s.Namespace != ns || s.Name != svcName {
+			continue
+		}
+		for _, sp := range s.Spec.Ports {
+			if sp.NodePort != 0 && (port == "" || port == sp.Name || port == fmt.Sprint(sp.Port)) {
+				return fmt.Sprintf("%s:%d", n.IP, sp.NodePort), nil
+			}
+		}
+		return "", fmt.Errorf("service %s/%s has no NodePort%s", ns, svcName, map[bool]string{true: "", false: " for port " + port}[port == ""])
+	}
+	return "", &lab.NotFoundError{Kind: "service", Name: ns + "/" + svcName, Known: known}
+}

@@ -1,0 +1,204 @@
+package tracer_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/k8sguide/k8sguide/internal/e2etest"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// randomCases is how many verified flows the randomized test checks per engine (K8SGUIDE_RANDOM_CASES
+// overrides it; CI runs the default).
+func randomCases() int {
+	if n, err := strconv.Atoi(os.Getenv("K8SGUIDE_RANDOM_CASES")); err == nil && n > 0 {
+		return n
+	}
+	return 200
+}
+
+// TestRandomizedAgreement draws Services (ports, target ports, endpoint counts, traffic policies, session
+// affinity) and flows (NodePort from the client on any node, ClusterIP from a pod or a node, localhost
+// NodePort) at random, and counts the flows where the prediction and the kernel disagree. It must be 0.
+// The seed is logged; K8SGUIDE_SEED replays a run.
+func TestRandomizedAgreement(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			testRandomized(t, d)
+		})
+	}
+}
+
+func testRandomized(t *testing.T, d lab.Dataplane) {
+	seed := uint64(time.Now().UnixNano())
+	if s, err := strconv.ParseUint(os.Getenv("K8SGUIDE_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	t.Logf("seed %d (K8SGUIDE_SEED=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	name := "trr-" + string(d)[:3]
+	e2etest.UpLab(t, name, "--dataplane", string(d))
+	nodes := lab.NodeNames(name, 2)
+
+	type svc struct {
+		name, clusterIP string
+		port, nodePort  int
+		replicas        int
+	}
+	cases, disagreements := 0, 0
+	want := randomCases()
+	for round := 0; cases < want; round++ {
+		// A fresh random workload: 3 Deployments, each with a Service of random shape.
+		var manifest strings.Builder
+		var svcs []svc
+		for i := 0; i < 3; i++ {
+			app := fmt.Sprintf("r%d-app%d", round, i)
+			replicas := rng.IntN(5) // 0..4: includes Services with no endpoints
+			containerPort := []int{80, 8080, 9376}[rng.IntN(3)]
+			port := []int{80, 443, 8000 + rng.IntN(1000)}[rng.IntN(3)]
+			etp := []string{"Cluster", "Cluster", "Local"}[rng.IntN(3)]
+			affinity := []string{"None", "None", "ClientIP"}[rng.IntN(3)]
+			fmt.Fprintf(&manifest, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: default}
+spec:
+  replicas: %[2]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec: {containers: [{name: web, image: nginx, ports: [{containerPort: %[3]d, protocol: TCP}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: %[1]s}
+  externalTrafficPolicy: %[5]s
+  sessionAffinity: %[6]s
+  ports: [{port: %[4]d, targetPort: %[3]d, protocol: TCP}]
+`, app, replicas, containerPort, port, etp, affinity)
+			svcs = append(svcs, svc{name: app, port: port, replicas: replicas})
+		}
+		file := filepath.Join(t.TempDir(), "random.yaml")
+		os.WriteFile(file, []byte(manifest.String()), 0o644)
+		if _, err := e2etest.Quiet("deploy", "--name", name, file); err != nil {
+			t.Fatal(err)
+		}
+		for i := range svcs {
+			svcs[i].clusterIP = clusterIP(t, name, svcs[i].name)
+			svcs[i].nodePort, _ = strconv.Atoi(e2etest.NodePortOf(t, name, svcs[i].name))
+		}
+		for k := 0; k < 40 && cases < want; k++ {
+			s := svcs[rng.IntN(len(svcs))]
+			node := nodes[rng.IntN(len(nodes))]
+			var args []string
+			switch kind := rng.IntN(4); kind {
+			case 0, 1:
+				args = []string{"--dst", fmt.Sprintf("%s:%d", nodeIP(t, name, node), s.nodePort)}
+			case 2:
+				pod := podOf(t, name, node)
+				if pod == "" {
+					args = []string{"--node", node, "--from", "node", "--dst", fmt.Sprintf("%s:%d", s.clusterIP, s.port)}
+				} else {
+					args = []string{"--node", node, "--from", "pod/" + pod, "--dst", fmt.Sprintf("%s:%d", s.clusterIP, s.port)}
+				}
+			case 3:
+				dst := fmt.Sprintf("%s:%d", s.clusterIP, s.port)
+				if rng.IntN(2) == 0 {
+					dst = fmt.Sprintf("127.0.0.1:%d", s.nodePort)
+				}
+				args = []string{"--node", node, "--from", "node", "--dst", dst}
+			}
+			v := verify(t, name, args...)
+			cases++
+			if v.Result != "agree" {
+				disagreements++
+				t.Errorf("case %d (%s %v): %v", cases, s.name, args, v.Reasons)
+			}
+		}
+		// Leave only the newest round's objects' effects to chance: scale the old ones to random sizes.
+		for _, s := range svcs {
+			e2etest.Quiet("scale", "--name", name, "--deployment", s.name, "--replicas", strconv.Itoa(rng.IntN(4)))
+		}
+	}
+	t.Logf("%s: %d random cases, %d disagreements", d, cases, disagreements)
+}
+
+// podOf returns any running pod on node.
+func podOf(t *testing.T, name, node string) string { return podOn(t, name, node) }
+
+var counters = regexp.MustCompile(`\[\d+:\d+\]`)
+
+// rulesOf is the node's whole netfilter configuration, without counters.
+func rulesOf(t *testing.T, node string) string {
+	t.Helper()
+	ipt, err := exec.Command("ip", "netns", "exec", node, "iptables-save").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nft, err := exec.Command("ip", "netns", "exec", node, "nft", "-s", "list", "ruleset").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, l := range strings.Split(string(ipt), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			keep = append(keep, counters.ReplaceAllString(l, ""))
+		}
+	}
+	return strings.Join(keep, "\n") + string(nft)
+}
+
+// TestInterruptedVerifyLeavesRulesAsTheyWere interrupts `trace --verify` at random points, 50 times, and
+// checks that the node's rules are then exactly what they were, with no tracer left running.
+func TestInterruptedVerifyLeavesRulesAsTheyWere(t *testing.T) {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+		t.Run(string(d), func(t *testing.T) {
+			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			name := "tri-" + string(d)[:3]
+			e2etest.UpLab(t, name, "--dataplane", string(d))
+			e2etest.MustK8sguide(t, "deploy", "--name", name)
+			e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			np := e2etest.NodePortOf(t, name, "web")
+			worker := name + "-worker"
+			before := rulesOf(t, worker)
+			interrupted := 0
+			for i := 0; i < 50; i++ {
+				cmd := exec.Command(e2etest.Binary, "trace", "--name", name, "--verify", "--dst", nodeIP(t, name, worker)+":"+np)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Duration(rand.IntN(700)) * time.Millisecond)
+				if cmd.Process.Signal(syscall.SIGINT) == nil {
+					interrupted++
+				}
+				cmd.Wait()
+			}
+			after := rulesOf(t, worker)
+			if before != after {
+				t.Errorf("the node's rules changed after %d interrupted --verify runs:\nbefore:\n%s\nafter:\n%s", interrupted, before, after)
+			}
+			if out, _ := exec.Command("ip", "netns", "pids", worker).Output(); len(out) > 0 {
+				for _, pid := range strings.Fields(string(out)) {
+					cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+					if strings.Contains(string(cmdline), "monitor") || strings.Contains(string(cmdline), "kernel-trace") {
+						t.Errorf("left running in %s: %q", worker, strings.ReplaceAll(string(cmdline), "\x00", " "))
+					}
+				}
+			}
+			t.Logf("%d runs interrupted; rules unchanged", interrupted)
+		})
+	}
+}

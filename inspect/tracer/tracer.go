@@ -1,0 +1,270 @@
+// Package tracer answers `k8sguide trace`: it reads a snapshot (or raw rules), picks the engines that are
+// present on the node, walks the packet through them and names what it finds.
+package tracer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/dataplanes/iptables"
+	"github.com/k8sguide/k8sguide/dataplanes/nftables"
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// DefaultClientIP is where outside traffic comes from when the snapshot does not say: the gateway of kind's
+// Docker network, which is also the netns lab's client.
+const DefaultClientIP = "172.18.0.1"
+
+// Request is one `trace` question.
+type Request struct {
+	Dst   string // IP:PORT
+	Src   string // IP or IP:PORT; "" picks the natural source for From
+	Proto string // tcp (default) or udp
+	From  string // client (default), node, pod/NAME
+	// Sport fixes the source port when Src does not (verification uses a fresh one).
+	Sport uint16
+}
+
+// Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft -j list ruleset` output, an
+// iptables-save dump (whole or a fragment) or `iptables -L -n [-v]` listings. Raw rules say nothing about
+// the node's addresses: local lists what the node owns (addrtype LOCAL / fib daddr type local).
+func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("the input is empty")
+	}
+	if trimmed[0] == '{' {
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(trimmed, &probe); err != nil {
+			return nil, fmt.Errorf("the input looks like JSON but does not parse: %v", err)
+		}
+		if v, ok := probe["version"]; ok {
+			var s snapshot.Snapshot
+			if err := json.Unmarshal(trimmed, &s); err != nil {
+				return nil, fmt.Errorf("corrupt snapshot: %v", err)
+			}
+			if s.Version != snapshot.Version {
+				return nil, fmt.Errorf("snapshot version %s: this k8sguide reads %s", strings.Trim(string(v), `"`), snapshot.Version)
+			}
+			if len(local) > 0 {
+				s.Net = netstate.FromLocalAddresses(local)
+			}
+			return &s, nil
+		}
+		if _, ok := probe["nftables"]; ok {
+			if _, err := nftables.ParseRuleset(trimmed, ""); err != nil {
+				return nil, fmt.Errorf("nft -j ruleset: %v", err)
+			}
+			s := &snapshot.Snapshot{Version: snapshot.Version, Nftables: json.RawMessage(trimmed), Net: netstate.FromLocalAddresses(local)}
+			return s, nil
+		}
+		return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
+	}
+	text := string(data)
+	if iptables.IsListing(text) {
+		if _, err := iptables.ParseListing(text, ""); err != nil {
+			return nil, fmt.Errorf("iptables listing: %v", err)
+		}
+	} else if _, err := iptables.ParseSave(text); err != nil {
+		return nil, fmt.Errorf("iptables-save input: %v", err)
+	}
+	return &snapshot.Snapshot{Version: snapshot.Version, Iptables: map[string]string{"input": text}, Net: netstate.FromLocalAddresses(local)}, nil
+}
+
+// rulesets builds the engines present in the snapshot. iptables-nft tables are also nf_tables tables: the
+// nftables engine skips the ones the iptables view already covers, and the tracer's own tracing table.
+func rulesets(s *snapshot.Snapshot) ([]netfilter.Ruleset, string, error) {
+	var out []netfilter.Ruleset
+	dataplane := s.Dataplane
+	skip := map[string]bool{}
+	for _, backend := range []string{"nf_tables", "legacy", "input"} {
+		text, ok := s.Iptables[backend]
+		if !ok {
+			continue
+		}
+		var r *iptables.Rules
+		var err error
+		if iptables.IsListing(text) {
+			r, err = iptables.ParseListing(text, "")
+		} else {
+			r, err = iptables.ParseSave(text)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("iptables (%s): %v", backend, err)
+		}
+		if backend != "legacy" {
+			for t := range r.Tables {
+				skip[t] = true
+			}
+		}
+		out = append(out, r)
+		if dataplane == "" && r.HasKubeProxy() {
+			dataplane = "iptables"
+		}
+	}
+	if len(s.Nftables) > 0 {
+		rs, err := nftables.ParseRuleset(s.Nftables, s.NftablesText)
+		if err != nil {
+			return nil, "", fmt.Errorf("nftables: %v", err)
+		}
+		for _, t := range rs.Tables {
+			if strings.HasPrefix(t.Name, kerneltrace.TablePrefix) {
+				skip[t.Name] = true
+			}
+		}
+		rs.Skip = skip
+		out = append(out, rs)
+		if dataplane == "" && rs.Table("ip", "kube-proxy") != nil {
+			dataplane = "nftables"
+		}
+	}
+	if len(out) == 0 {
+		return nil, "", fmt.Errorf("the snapshot holds no iptables or nftables rules")
+	}
+	return out, dataplane, nil
+}
+
+// Trace walks the request's packet through the snapshot's node.
+func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
+	dst, err := netip.ParseAddrPort(req.Dst)
+	if err != nil || !dst.Addr().Is4() {
+		return nil, fmt.Errorf("--dst %q: want IPv4:PORT, e.g. 172.18.0.3:30080", req.Dst)
+	}
+	proto := strings.ToLower(req.Proto)
+	if proto == "" {
+		proto = "tcp"
+	}
+	if proto != "tcp" && proto != "udp" {
+		return nil, fmt.Errorf("--proto %q: want tcp or udp", req.Proto)
+	}
+	from := req.From
+	if from == "" {
+		from = "client"
+	}
+	flow := trace.Flow{Dst: dst.Addr(), Dport: dst.Port(), Proto: proto}
+	origin := netfilter.Origin{}
+	switch {
+	case from == "client":
+		flow.Src = netip.MustParseAddr(DefaultClientIP)
+		if s.Kubernetes != nil && s.Kubernetes.ClientIP != "" {
+			if a, err := netip.ParseAddr(s.Kubernetes.ClientIP); err == nil {
+				flow.Src = a
+			}
+		}
+	case from == "node":
+		origin.FromNode = true
+	case strings.HasPrefix(from, "pod/"):
+		ip, err := podIP(s, strings.TrimPrefix(from, "pod/"))
+		if err != nil {
+			return nil, err
+		}
+		flow.Src = ip
+	default:
+		return nil, fmt.Errorf("--from %q: want client, node or pod/NAME", from)
+	}
+	if req.Src != "" {
+		if ap, err := netip.ParseAddrPort(req.Src); err == nil && ap.Addr().Is4() {
+			flow.Src, flow.Sport = ap.Addr(), ap.Port()
+		} else if a, err := netip.ParseAddr(req.Src); err == nil && a.Is4() {
+			flow.Src = a
+		} else {
+			return nil, fmt.Errorf("--src %q: want IPv4 or IPv4:PORT", req.Src)
+		}
+	}
+	if req.Sport != 0 && flow.Sport == 0 {
+		flow.Sport = req.Sport
+	}
+	if origin.FromNode && !flow.Src.IsValid() {
+		flow.Src = nodeSource(&s.Net, flow.Dst)
+	}
+	if !origin.FromNode {
+		if r, ok := s.Net.Lookup(flow.Src); ok {
+			origin.Iif = r.Dev
+		} else {
+			origin.Iif = "eth0"
+		}
+	}
+	rs, dataplane, err := rulesets(s)
+	if err != nil {
+		return nil, err
+	}
+	t := &trace.Trace{Dataplane: dataplane, Node: s.Node, Packet: trace.Packet{
+		Src: srcString(flow), Dst: dst.String(), Proto: proto, From: from, InIface: origin.Iif}}
+	var names netfilter.Names
+	if s.Kubernetes != nil {
+		names = s.PodByIP
+	}
+	t.Paths, t.Notes, t.Conntrack = netfilter.Run(rs, &s.Net, flow, origin, names)
+	t.Finish()
+	t.Service = qualifyService(s, t.Service, flow)
+	return t, nil
+}
+
+func srcString(f trace.Flow) string {
+	if f.Sport != 0 {
+		return netip.AddrPortFrom(f.Src, f.Sport).String()
+	}
+	return f.Src.String()
+}
+
+// nodeSource is the source the node's own socket would use to reach dst.
+func nodeSource(n *netstate.State, dst netip.Addr) netip.Addr {
+	if n.IsLocal(dst) {
+		return dst
+	}
+	if r, ok := n.Lookup(dst); ok {
+		if a := n.SourceFor(r, dst); a.IsValid() {
+			return a
+		}
+	}
+	if p := n.PrimaryAddresses(); len(p) > 0 {
+		return p[0]
+	}
+	return netip.MustParseAddr("127.0.0.1")
+}
+
+func podIP(s *snapshot.Snapshot, name string) (netip.Addr, error) {
+	if s.Kubernetes != nil {
+		var known []string
+		for _, p := range s.Kubernetes.Pods {
+			if p.Name == name || p.Namespace+"/"+p.Name == name {
+				return netip.ParseAddr(p.IP)
+			}
+			known = append(known, p.Name)
+		}
+		return netip.Addr{}, fmt.Errorf("--from pod/%s: no such pod (known: %s)", name, strings.Join(known, ", "))
+	}
+	return netip.Addr{}, fmt.Errorf("--from pod/%s: the input names no pods; use --src POD_IP", name)
+}
+
+// qualifyService turns a rule's "namespace/name" into "namespace/name:port" using the snapshot's Services.
+func qualifyService(s *snapshot.Snapshot, svc string, f trace.Flow) string {
+	if svc == "" || strings.Contains(svc, ":") || s.Kubernetes == nil {
+		return svc
+	}
+	for _, k := range s.Kubernetes.Services {
+		if k.Namespace+"/"+k.Name != svc {
+			continue
+		}
+		for _, p := range k.Ports {
+			if !strings.EqualFold(p.Protocol, f.Proto) {
+				continue
+			}
+			if p.NodePort == int32(f.Dport) || (p.Port == int32(f.Dport) && k.ClusterIP == f.Dst.String()) || len(k.Ports) == 1 {
+				if p.Name != "" {
+					return svc + ":" + p.Name
+				}
+				return svc + ":" + strconv.Itoa(int(p.Port))
+			}
+		}
+	}
+	return svc
+}

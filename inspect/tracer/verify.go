@@ -1,0 +1,162 @@
+package tracer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// Verify makes a real connection for req's flow on a live lab, with kernel tracing on for that flow only,
+// and compares the kernel's events with the prediction for the same flow (a fresh snapshot, a fixed
+// source port). The tracing table is removed when it returns, whatever happened.
+func Verify(ctx context.Context, p lab.Provider, name, node string, req Request) (v *trace.Verification, err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("interrupted; the tracing rules were removed")
+		}
+	}()
+	if strings.ToLower(req.Proto) == "udp" {
+		return nil, fmt.Errorf("--verify sends a TCP connection; udp is not supported")
+	}
+	snap, err := Snapshot(ctx, p, name, node)
+	if err != nil {
+		return nil, err
+	}
+	var source string
+	req, source, err = verifySource(req, name, node)
+	if err != nil {
+		return nil, err
+	}
+	var pred *trace.Trace
+	pred, err = Trace(snap, req)
+	if err != nil {
+		return nil, err
+	}
+	flow, _ := pred.Packet.ParseFlow()
+	kf := kerneltrace.Flow{Dst: flow.Dst, Dport: flow.Dport, Sport: flow.Sport, Proto: "tcp"}
+	if pred.Packet.From != "node" {
+		kf.Src = flow.Src
+	}
+	engine := "nftables"
+	if pred.Dataplane == "iptables" {
+		engine = "iptables"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// Whatever happens below, the tracing table goes.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		p.Exec(cctx, name, node, []string{"nft", "delete", "table", "ip", kerneltrace.TableName(kf)}, lab.Streams{Out: io.Discard, Err: io.Discard})
+	}()
+
+	argv := []string{exe, "internal", "kernel-trace", "--engine", engine, "--dst", netip.AddrPortFrom(kf.Dst, kf.Dport).String(),
+		"--sport", strconv.Itoa(int(kf.Sport))}
+	if kf.Src.IsValid() {
+		argv = append(argv, "--src", kf.Src.String())
+	}
+	// Real pipes, not io.Pipe: exec then hands the descriptors to the child and has no copying goroutine
+	// that could keep Exec waiting on our side of stdin.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, err
+	}
+	defer stdoutR.Close()
+	errc := make(chan error, 1)
+	var stderr strings.Builder
+	go func() {
+		err := p.Exec(ctx, name, node, argv, lab.Streams{In: stdinR, Out: stdoutW, Err: &stderr})
+		stdinR.Close()
+		stdoutW.Close()
+		errc <- err
+	}()
+	defer stdinW.Close()
+	out := bufio.NewReader(stdoutR)
+	line, err := out.ReadString('\n')
+	if strings.TrimSpace(line) != "READY" {
+		stdinW.Close()
+		e := <-errc
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && e != nil {
+			msg = e.Error()
+		} else if msg == "" && err != nil {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("kernel tracing on %s did not start: %s", node, lastLine(msg))
+	}
+
+	conn := connect(ctx, p, name, source, pred.Packet.Dst, int(kf.Sport))
+	stdinW.Close()
+	rest, _ := io.ReadAll(out)
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("kernel tracing on %s: %s", node, lastLine(strings.TrimSpace(stderr.String()+" "+err.Error())))
+	}
+	var lines []string
+	if err := json.Unmarshal(rest, &lines); err != nil {
+		return nil, fmt.Errorf("kernel tracing on %s: unreadable events: %v", node, err)
+	}
+	var events []trace.KernelEvent
+	if engine == "iptables" {
+		events = kerneltrace.ParseXtables(lines)
+	} else {
+		events = kerneltrace.ParseNft(lines)
+	}
+	return Compare(pred, events, conn), nil
+}
+
+// verifySource picks a fresh source port for the real connection and says where it starts: the lab's client,
+// the node itself or a pod. The packet leaves with that place's own address, so --src cannot be given.
+func verifySource(req Request, name, node string) (Request, string, error) {
+	if req.Src != "" {
+		return req, "", fmt.Errorf("--verify sends the packet from the --from place's own address: leave out --src")
+	}
+	req.Sport = uint16(40000 + rand.IntN(20000))
+	switch from := req.From; {
+	case from == "" || from == "client":
+		return req, lab.ClientName(name), nil
+	case from == "node":
+		return req, node, nil
+	case strings.HasPrefix(from, "pod/"):
+		pod := strings.TrimPrefix(from, "pod/")
+		if i := strings.IndexByte(pod, '/'); i >= 0 {
+			pod = pod[i+1:]
+		}
+		return req, pod, nil
+	}
+	return req, "", fmt.Errorf("--from %q: want client, node or pod/NAME", req.From)
+}
+
+func connect(ctx context.Context, p lab.Provider, name, where, dst string, sport int) trace.Connection {
+	exe, _ := os.Executable()
+	var out, errb strings.Builder
+	err := p.Exec(ctx, name, where, []string{exe, "internal", "connect", "--dst", dst, "--sport", strconv.Itoa(sport)}, lab.Streams{Out: &out, Err: &errb})
+	var c trace.Connection
+	if jerr := json.Unmarshal([]byte(out.String()), &c); jerr != nil {
+		msg := strings.TrimSpace(errb.String())
+		if err != nil && msg == "" {
+			msg = err.Error()
+		}
+		return trace.Connection{Error: lastLine(msg)}
+	}
+	return c
+}
