@@ -64,10 +64,9 @@ type frame struct {
 // run walks a base chain and whatever it jumps to, recording each rule evaluated.
 func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict {
 	stack := []frame{{chain: base}}
-	for steps := 0; len(stack) > 0; steps++ {
-		if steps > 100000 {
-			w.Note("stopped walking %s/%s: more than 100000 rules evaluated (a loop?)", t.Name, base.Name)
-			return netfilter.Accept
+	for len(stack) > 0 {
+		if !w.Step() {
+			return netfilter.Drop
 		}
 		f := &stack[len(stack)-1]
 		if f.next >= len(f.chain.Rules) {

@@ -107,6 +107,8 @@ type Walk struct {
 	egress    string
 	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
 
+	budget *int // rule evaluations left for the whole Run, shared by its walks
+
 	script       []int
 	pos          int
 	prob         float64
@@ -118,6 +120,17 @@ type Walk struct {
 func (w *Walk) Add(h trace.Hop) {
 	h.Hook = string(w.Hook)
 	w.hops = append(w.hops, h)
+}
+
+// Step counts one rule evaluation against the budget of the whole Run and says whether the walk may go on.
+// Engines call it per rule, so that no input (a loop of jumps, a fork in a loop) can make a trace run away.
+func (w *Walk) Step() bool {
+	if *w.budget <= 0 {
+		w.Note("stopped: more than %d rule evaluations in this trace (a loop in the rules?)", maxEvaluations)
+		return false
+	}
+	*w.budget--
+	return true
 }
 
 // Hops returns the hops recorded so far.
@@ -240,6 +253,10 @@ type Origin struct {
 	Iif      string
 }
 
+// maxEvaluations bounds the rules evaluated in one Run, over all its paths: ample for 5,000 Services (one
+// pass over KUBE-SERVICES per path) and small enough to stop quickly on pathological input.
+const maxEvaluations = 2_000_000
+
 // Run walks flow through the rulesets and returns every path, one per sequence of random choices.
 func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) ([]trace.Path, []string, *trace.Conntrack) {
 	var chains []BaseChain
@@ -253,10 +270,15 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 	var ct *trace.Conntrack
 	queue := [][]int{nil}
 	const maxPaths = 4096
+	budget := maxEvaluations
 	for len(queue) > 0 && len(paths) < maxPaths {
 		script := queue[0]
 		queue = queue[1:]
-		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}}
+		if budget <= 0 {
+			notes = append(notes, "stopped exploring paths: the rule-evaluation budget is spent")
+			break
+		}
+		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget}
 		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)
