@@ -185,7 +185,8 @@ var (
 
 // ParseXtables reads `xtables-monitor --trace` output and returns the events of the flow's first packet
 // (the SYN, which is the only one nat rules see), without the tracing table's own events.
-func ParseXtables(lines []string) []trace.KernelEvent {
+func ParseXtables(lines []string, table string) []trace.KernelEvent {
+	lines = ownPackets(lines, table, xtID)
 	var out []trace.KernelEvent
 	syn := false
 	packets := 0
@@ -229,7 +230,8 @@ func ParseXtables(lines []string) []trace.KernelEvent {
 }
 
 // ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
-func ParseNft(lines []string) []trace.KernelEvent {
+func ParseNft(lines []string, table string) []trace.KernelEvent {
+	lines = ownPackets(lines, table, nftID)
 	var out []trace.KernelEvent
 	syn := false
 	packets := 0
@@ -271,6 +273,35 @@ func ParseNft(lines []string) []trace.KernelEvent {
 			e.Text = NormalizeNft(rest)
 		}
 		out = append(out, e)
+	}
+	return out
+}
+
+var (
+	xtID  = regexp.MustCompile(`^\s*(?:TRACE|PACKET): \d+ ([0-9a-f]+) `)
+	nftID = regexp.MustCompile(`^trace id ([0-9a-f]+) `)
+)
+
+// ownPackets keeps the lines of the packets our table marked. Trace events are per network namespace, so a
+// concurrent trace of another flow on the same node shows up in our monitor too; the kernel gives every
+// traced packet an id (the same for the packets of one flow), and our table's own event names ours.
+func ownPackets(lines []string, table string, id *regexp.Regexp) []string {
+	ours := map[string]bool{}
+	for _, l := range lines {
+		m := id.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if strings.Contains(l, " "+table+":pre:rule") || strings.Contains(l, " "+table+":out:rule") ||
+			strings.Contains(l, " "+table+" pre ") || strings.Contains(l, " "+table+" out ") {
+			ours[m[1]] = true
+		}
+	}
+	var out []string
+	for _, l := range lines {
+		if m := id.FindStringSubmatch(l); m != nil && ours[m[1]] {
+			out = append(out, l)
+		}
 	}
 	return out
 }

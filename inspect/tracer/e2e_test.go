@@ -33,11 +33,7 @@ func verify(t *testing.T, name string, args ...string) *trace.Verification {
 func mustAgree(t *testing.T, v *trace.Verification) *trace.Path {
 	t.Helper()
 	if v.Result != "agree" {
-		var rows strings.Builder
-		for _, r := range v.Rows {
-			fmt.Fprintf(&rows, "\n  %-70s %-60s %v", r.Predicted, r.Kernel, r.Agree)
-		}
-		t.Fatalf("%s %s from %s: prediction and kernel disagree: %v%s", v.Prediction.Node, v.Prediction.Packet.Dst, v.Prediction.Packet.From, v.Reasons, rows.String())
+		t.Fatal(disagreement(v))
 	}
 	if v.Path < 0 {
 		t.Fatal("no predicted path chosen")
@@ -226,4 +222,15 @@ func TestTraceNodePortAddresses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// disagreement describes a verification that did not agree, rows and connection included.
+func disagreement(v *trace.Verification) string {
+	var b strings.Builder
+	p := v.Prediction
+	fmt.Fprintf(&b, "%s %s -> %s from %s: prediction and kernel disagree: %v; connection %+v", p.Node, p.Packet.Src, p.Packet.Dst, p.Packet.From, v.Reasons, v.Connection)
+	for _, r := range v.Rows {
+		fmt.Fprintf(&b, "\n  %-70s %-60s %v", r.Predicted, r.Kernel, r.Agree)
+	}
+	return b.String()
 }

@@ -125,7 +125,7 @@ spec:
 			cases++
 			if v.Result != "agree" {
 				disagreements++
-				t.Errorf("case %d (%s %v): %v", cases, s.name, args, v.Reasons)
+				t.Errorf("case %d (%s %v): %s", cases, s.name, args, disagreement(v))
 			}
 		}
 		// Leave only the newest round's objects' effects to chance: scale the old ones to random sizes.
