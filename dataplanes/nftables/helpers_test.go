@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -31,11 +30,6 @@ func nodeState(t testing.TB, name string) *netstate.State {
 		t.Fatal(err)
 	}
 	return &s
-}
-
-// walkResult is one traced packet, finished like the CLI finishes it.
-type walkResult struct {
-	trace.Trace
 }
 
 // walkFlow walks a packet through rs on state and returns the finished trace.
@@ -71,5 +65,3 @@ func dump(tr *trace.Trace) string {
 	}
 	return b.String()
 }
-
-func jsonOf(v any) string { b, _ := json.MarshalIndent(v, "", "  "); return string(b) }

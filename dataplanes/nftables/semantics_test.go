@@ -174,3 +174,24 @@ func TestWalkMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkGotoLoop: a loop of gotos (the kernel refuses to load one) stops with a note.
+func TestWalkGotoLoop(t *testing.T) {
+	js := `{"nftables": [
+	{"table": {"family": "ip", "name": "t"}},
+	{"chain": {"family": "ip", "table": "t", "name": "p", "type": "filter", "hook": "prerouting", "prio": 0, "policy": "accept"}},
+	{"chain": {"family": "ip", "table": "t", "name": "a"}},
+	{"chain": {"family": "ip", "table": "t", "name": "b"}},
+	{"rule": {"family": "ip", "table": "t", "chain": "p", "expr": [{"goto": {"target": "a"}}]}},
+	{"rule": {"family": "ip", "table": "t", "chain": "a", "expr": [{"counter": null}, {"goto": {"target": "b"}}]}},
+	{"rule": {"family": "ip", "table": "t", "chain": "b", "expr": [{"goto": {"target": "a"}}]}}
+	]}`
+	rs, err := ParseRuleset([]byte(js), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := walkFlow(t, rs, nodeState(t, "nftables-worker"), "1.2.3.4", "172.18.0.3:80", "tcp", netfilter.Origin{Iif: "eth0"})
+	if len(tr.Paths) != 1 || tr.Verdict != trace.Dropped || !hasNote(tr, "(a loop?)") {
+		t.Fatalf("verdict %s, notes %q", tr.Verdict, tr.Notes)
+	}
+}

@@ -45,7 +45,8 @@ func (rs *Ruleset) BaseChains() []netfilter.BaseChain {
 	return out
 }
 
-// jumpStack is the kernel's NFT_JUMP_STACK_SIZE; maxSteps bounds a walk of a malformed (looping) ruleset.
+// jumpStack is the kernel's NFT_JUMP_STACK_SIZE; maxSteps bounds one base chain's walk of a malformed
+// (looping) ruleset, which the kernel would refuse to load (Walk.Step bounds the whole trace).
 const (
 	jumpStack = 16
 	maxSteps  = 1 << 16
@@ -79,8 +80,12 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 	cur, pos := base, 0
 	for steps := 0; ; steps++ {
 		if steps > maxSteps {
-			e.w.Note("%s %s: the walk did not end after %d rules (a loop?): the trace assumed the chain accepts", e.table, base.Name, maxSteps)
-			return netfilter.Accept
+			e.w.Note("%s %s: the walk did not end after %d rules (a loop?): the trace stopped it there", e.table, base.Name, maxSteps)
+			return netfilter.Drop
+		}
+		if !e.w.Step() {
+			// The budget of the whole trace is spent (the walker notes it); stop as the iptables engine does.
+			return netfilter.Drop
 		}
 		if pos >= len(cur.Rules) {
 			if len(stack) == 0 {

@@ -396,3 +396,24 @@ func TestServiceFromChain(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentWalks: a parsed Ruleset is read-only during walks and may be shared (run with -race).
+func TestConcurrentWalks(t *testing.T) {
+	rs := loadFixture(t, "nfh1-worker", true)
+	rs.Skip = SkipTables(false)
+	st := nodeState(t, "nfh1-worker")
+	done := make(chan int)
+	for i := 0; i < 4; i++ {
+		go func() {
+			pkt := trace.Packet{Src: "172.18.0.1", Dst: "172.18.0.3:30081", Proto: "tcp"}
+			flow, _ := pkt.ParseFlow()
+			paths, _, _ := netfilter.Run([]netfilter.Ruleset{rs}, st, flow, netfilter.Origin{Iif: "eth0"}, nil)
+			done <- len(paths)
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if n := <-done; n != 3 {
+			t.Errorf("%d paths", n)
+		}
+	}
+}

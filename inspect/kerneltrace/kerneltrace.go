@@ -185,8 +185,11 @@ var (
 
 // ParseXtables reads `xtables-monitor --trace` output and returns the events of the flow's first packet
 // (the SYN, which is the only one nat rules see), without the tracing table's own events.
-func ParseXtables(lines []string, table string) []trace.KernelEvent {
-	lines = ownPackets(lines, table, xtID)
+func ParseXtables(lines []string, f Flow) []trace.KernelEvent {
+	lines = ownPackets(lines, xtID, func(l string) bool {
+		return strings.HasPrefix(l, "PACKET:") && strings.Contains(l, fmt.Sprintf(" SPORT=%d DPORT=", f.Sport)) &&
+			(!f.Src.IsValid() || strings.Contains(l, " SRC="+f.Src.String()+" "))
+	})
 	var out []trace.KernelEvent
 	syn := false
 	packets := 0
@@ -230,8 +233,11 @@ func ParseXtables(lines []string, table string) []trace.KernelEvent {
 }
 
 // ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
-func ParseNft(lines []string, table string) []trace.KernelEvent {
-	lines = ownPackets(lines, table, nftID)
+func ParseNft(lines []string, f Flow) []trace.KernelEvent {
+	lines = ownPackets(lines, nftID, func(l string) bool {
+		return strings.Contains(l, " packet: ") && strings.Contains(l, fmt.Sprintf(" %s sport %d ", f.Proto, f.Sport)) &&
+			(!f.Src.IsValid() || strings.Contains(l, " ip saddr "+f.Src.String()+" "))
+	})
 	var out []trace.KernelEvent
 	syn := false
 	packets := 0
@@ -282,18 +288,15 @@ var (
 	nftID = regexp.MustCompile(`^trace id ([0-9a-f]+) `)
 )
 
-// ownPackets keeps the lines of the packets our table marked. Trace events are per network namespace, so a
-// concurrent trace of another flow on the same node shows up in our monitor too; the kernel gives every
-// traced packet an id (the same for the packets of one flow), and our table's own event names ours.
-func ownPackets(lines []string, table string, id *regexp.Regexp) []string {
+// ownPackets keeps the lines of our flow's packets. Trace events are per network namespace, so a concurrent
+// trace of another flow on the same node shows up in our monitor too. Every event carries an id; a packet
+// keeps it through a hook, but may get a new one between hooks (seen when br_netfilter hands a pod's packet
+// to IP forwarding), and each hook starts with a packet line that shows the addresses and ports. So an id is
+// ours when one of its packet lines shows our flow (its source port is ours until SNAT, which comes last).
+func ownPackets(lines []string, id *regexp.Regexp, ourPacket func(string) bool) []string {
 	ours := map[string]bool{}
 	for _, l := range lines {
-		m := id.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		if strings.Contains(l, " "+table+":pre:rule") || strings.Contains(l, " "+table+":out:rule") ||
-			strings.Contains(l, " "+table+" pre ") || strings.Contains(l, " "+table+" out ") {
+		if m := id.FindStringSubmatch(l); m != nil && ourPacket(l) {
 			ours[m[1]] = true
 		}
 	}

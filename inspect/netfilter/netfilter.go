@@ -106,6 +106,9 @@ type Walk struct {
 	natDone   map[string]bool // "dst"/"src" translations set up for this flow
 	egress    string
 	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
+	// Translations an existing conntrack entry will apply, at the dstnat and srcnat points of the walk.
+	pendingDst *netip.AddrPort
+	pendingSrc netip.Addr
 
 	budget *int // rule evaluations left for the whole Run, shared by its walks
 
@@ -335,6 +338,7 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 				w.ctDone = true
 				ct = w.lookupConntrack(flow)
 			}
+			w.applyPending(h, c.Priority)
 			if c.NAT {
 				kind := "dst"
 				if h == Postrouting || h == Input {
@@ -352,6 +356,7 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 			w.ctDone = true
 			ct = w.lookupConntrack(flow)
 		}
+		w.applyPending(h, 1<<30)
 		return Accept
 	}
 	stop := func(v Verdict) (trace.Path, *trace.Conntrack) {
@@ -433,27 +438,52 @@ func (w *Walk) lookupConntrack(flow trace.Flow) *trace.Conntrack {
 			w.Pkt.CtState = []string{"NEW"}
 		}
 	}
+	// The connection's status says which translations it has, whatever the packet's direction.
+	dnat := e.Reply.Src != e.Orig.Dst || e.Reply.Sport != e.Orig.Dport
+	snat := e.Reply.Dst != e.Orig.Src || e.Reply.Dport != e.Orig.Sport
+	if dnat {
+		w.Pkt.CtState = appendState(w.Pkt.CtState, "DNAT")
+	}
+	if snat {
+		w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+	}
+	// The translations themselves happen where the kernel does them: the destination at the dstnat point
+	// (after raw, mangle and anything before priority -100), the source at the srcnat point.
 	if dir == "original" {
-		// The reply tuple names where the flow really goes and which source the endpoint sees.
-		if e.Reply.Src != e.Orig.Dst || e.Reply.Sport != e.Orig.Dport {
-			w.DNAT(netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
+		if dnat {
+			d := netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport)
+			w.pendingDst = &d
 		}
-		if e.Reply.Dst != e.Orig.Src {
-			w.Pkt.Src = e.Reply.Dst
-			w.snat = e.Reply.Dst
-			w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+		if snat {
+			w.pendingSrc = e.Reply.Dst
 		}
 	} else {
-		if e.Orig.Src != e.Reply.Dst {
-			w.DNAT(netip.AddrPortFrom(e.Orig.Src, e.Orig.Sport))
+		if snat {
+			d := netip.AddrPortFrom(e.Orig.Src, e.Orig.Sport)
+			w.pendingDst = &d
 		}
-		if e.Orig.Dst != e.Reply.Src {
-			w.Pkt.Src = e.Orig.Dst
-			w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+		if dnat {
+			w.pendingSrc = e.Orig.Dst
 		}
 	}
 	w.Note("an existing conntrack entry decides this flow: nat rules are not consulted for it")
 	return &trace.Conntrack{Entry: e.Line, Direction: dir}
+}
+
+// applyPending applies an established flow's translations once the walk reaches the priority where the
+// kernel's nat hooks do it.
+func (w *Walk) applyPending(h Hook, priority int) {
+	if w.pendingDst != nil && (h == Prerouting || h == Output) && priority >= PriorityDstNAT {
+		d := *w.pendingDst
+		w.pendingDst = nil
+		w.Pkt.Dst, w.Pkt.Dport = d.Addr(), d.Port()
+		w.dnat = &d
+	}
+	if w.pendingSrc.IsValid() && (h == Postrouting || h == Input) && priority >= PrioritySrcNAT {
+		w.Pkt.Src = w.pendingSrc
+		w.snat = w.pendingSrc
+		w.pendingSrc = netip.Addr{}
+	}
 }
 
 // route makes the routing decision for the packet's (possibly translated) destination.

@@ -191,7 +191,7 @@ func (t *Trace) Finish() {
 	case verdicts[Delivered]:
 		t.Verdict = Delivered
 	default:
-		t.Verdict = Dropped
+		t.Verdict = t.Paths[0].Verdict // the most likely outcome; every path carries its own
 	}
 	t.SNAT = ""
 	if len(snats) == 1 {

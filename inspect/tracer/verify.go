@@ -117,9 +117,9 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req Request)
 	}
 	var events []trace.KernelEvent
 	if engine == "iptables" {
-		events = kerneltrace.ParseXtables(lines, kerneltrace.TableName(kf))
+		events = kerneltrace.ParseXtables(lines, kf)
 	} else {
-		events = kerneltrace.ParseNft(lines, kerneltrace.TableName(kf))
+		events = kerneltrace.ParseNft(lines, kf)
 	}
 	return Compare(pred, events, conn), nil
 }
