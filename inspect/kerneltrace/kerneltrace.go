@@ -72,9 +72,11 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 	if err := nft(context.WithoutCancel(ctx), "-f", "-", Ruleset(f)); err != nil {
 		return nil, fmt.Errorf("adding the tracing table: %w", err)
 	}
-	argv := []string{"nft", "monitor", "trace"}
+	// Line-buffered: writing to a pipe, the monitors would otherwise hold events in a stdio buffer, and
+	// a packet with few events (a drop) would still be in it when the monitor is stopped.
+	argv := []string{"stdbuf", "-oL", "nft", "monitor", "trace"}
 	if engine == "iptables" {
-		argv = []string{"xtables-monitor", "--trace"}
+		argv = []string{"stdbuf", "-oL", "xtables-monitor", "--trace"}
 	}
 	s.monitor = exec.Command(argv[0], argv[1:]...)
 	s.monitor.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
