@@ -388,7 +388,9 @@ func (p *Provider) proxyStatus(st *state.Lab, node string) lab.ProxyStatus {
 
 // waitForProxies waits until every node's proxy has put the lab's current generation into the kernel.
 func (p *Provider) waitForProxies(ctx context.Context, st *state.Lab) error {
-	deadline := time.Now().Add(90 * time.Second)
+	// One iptables-restore of thousands of Services takes minutes with the nf_tables backend (about 40 s at
+	// 5,000 ClusterIPs, more with NodePorts): allow for it on top of the usual minute and a half.
+	deadline := time.Now().Add(90*time.Second + time.Duration(len(st.Services))*40*time.Millisecond)
 	for _, n := range st.Nodes {
 		for {
 			s := p.proxyStatus(st, n.Name)
