@@ -49,10 +49,11 @@ func Ruleset(f Flow) string {
 	chain out { type filter hook output priority raw - 5; %[2]s meta nftrace set 1; }
 	chain ready { type filter hook output priority raw - 6; ip daddr 127.0.0.9 udp dport %[3]d meta nftrace set 1; }
 }
-`, TableName(f), match, markerPort(f))
+`, TableName(f), match, markerPort)
 }
 
-func markerPort(f Flow) int { return 9 }
+// markerPort is where marker packets go (127.0.0.9, the discard port).
+const markerPort = 9
 
 // Session is a running trace inside a node.
 type Session struct {
@@ -69,7 +70,7 @@ type Session struct {
 // else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
 func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{})}
-	if err := nft(context.WithoutCancel(ctx), "-f", "-", Ruleset(f)); err != nil {
+	if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
 		return nil, fmt.Errorf("adding the tracing table: %w", err)
 	}
 	// Line-buffered: writing to a pipe, the monitors would otherwise hold events in a stdio buffer, and
@@ -109,7 +110,7 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 	// Send marker packets until the monitor reports one: from then on it sees every event.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sendMarker(markerPort(f))
+		sendMarker(markerPort)
 		select {
 		case <-s.ready:
 			return s, nil
@@ -155,19 +156,15 @@ func (s *Session) removeTable() {
 
 // RemoveTable deletes a flow's tracing table if it is there.
 func RemoveTable(ctx context.Context, f Flow) error {
-	err := nft(ctx, "delete", "table", "ip", TableName(f))
+	err := nft(ctx, "", "delete", "table", "ip", TableName(f))
 	if err != nil && strings.Contains(err.Error(), "No such file") {
 		return nil
 	}
 	return err
 }
 
-func nft(ctx context.Context, args ...string) error {
-	stdin := ""
-	if len(args) > 0 && args[len(args)-1] != "" && args[0] == "-f" {
-		stdin = args[len(args)-1]
-		args = args[:len(args)-1]
-	}
+// nft runs nft with args, feeding it stdin (a script for `-f -`).
+func nft(ctx context.Context, stdin string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "nft", args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var errb bytes.Buffer

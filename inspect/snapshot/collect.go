@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,16 +176,9 @@ func kernelClock() (uint64, int) {
 	best, bestErr := 0, 1e18
 	for _, hz := range []int{100, 250, 300, 1000} {
 		want := float64(uint64(1)<<32) - 300*float64(hz) + up*float64(hz)
-		if d := abs(want - float64(jiffies)); d < bestErr {
+		if d := math.Abs(want - float64(jiffies)); d < bestErr {
 			best, bestErr = hz, d
 		}
 	}
 	return jiffies, best
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

@@ -1,11 +1,9 @@
 package tracer_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,22 +18,8 @@ import (
 // reports both in ms, their ratio, and the trace process's peak memory (max RSS). Goal: ratio ≤ 1.2,
 // peak ≤ 150 MB.
 func BenchmarkTrace5000(b *testing.B) {
-	var manifest strings.Builder
-	manifest.WriteString(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, labels: {app: web}}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec: {containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]}
-`)
-	for i := 0; i < 5000; i++ {
-		fmt.Fprintf(&manifest, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {type: NodePort, selector: {app: web}, ports: [{port: 80}]}\n", i)
-	}
 	file := filepath.Join(b.TempDir(), "services.yaml")
-	if err := os.WriteFile(file, []byte(manifest.String()), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(5000, "NodePort")), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {

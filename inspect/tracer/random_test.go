@@ -108,7 +108,7 @@ spec:
 			case 0, 1:
 				args = []string{"--dst", fmt.Sprintf("%s:%d", nodeIP(t, name, node), s.nodePort)}
 			case 2:
-				pod := podOf(t, name, node)
+				pod := podOn(t, name, node)
 				if pod == "" {
 					args = []string{"--node", node, "--from", "node", "--dst", fmt.Sprintf("%s:%d", s.clusterIP, s.port)}
 				} else {
@@ -135,9 +135,6 @@ spec:
 	}
 	t.Logf("%s: %d random cases, %d disagreements", d, cases, disagreements)
 }
-
-// podOf returns any running pod on node.
-func podOf(t *testing.T, name, node string) string { return podOn(t, name, node) }
 
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 

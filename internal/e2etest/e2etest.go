@@ -169,3 +169,23 @@ func Quiet(args ...string) (string, error) {
 	}
 	return out.String(), nil
 }
+
+// ServicesManifest is the web Deployment (3 replicas) and n Services svc-0… selecting it, each with port 80
+// and the given type (ClusterIP, NodePort): a node whose proxy holds n Services × 3 endpoints.
+func ServicesManifest(n int, serviceType string) string {
+	var b strings.Builder
+	b.WriteString(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]}
+`)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {type: %s, selector: {app: web}, ports: [{port: 80}]}\n", i, serviceType)
+	}
+	return b.String()
+}

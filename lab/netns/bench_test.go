@@ -2,13 +2,12 @@ package netns_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -53,22 +52,8 @@ func BenchmarkDeployAndNodePort(b *testing.B) {
 // one-node lab and reports the proxier's own time for that sync (sync-ms), as the node proxy measured it around
 // the upstream syncProxyRules; ns/op is the whole `deploy` including the wait for the rules.
 func BenchmarkProxierSync1000(b *testing.B) {
-	var manifest strings.Builder
-	manifest.WriteString(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, labels: {app: web}}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec: {containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]}
-`)
-	for i := 0; i < 1000; i++ {
-		fmt.Fprintf(&manifest, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {selector: {app: web}, ports: [{port: 80}]}\n", i)
-	}
 	file := filepath.Join(b.TempDir(), "services.yaml")
-	if err := os.WriteFile(file, []byte(manifest.String()), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(1000, "ClusterIP")), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {

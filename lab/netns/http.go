@@ -1,12 +1,8 @@
 package netns
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -28,24 +24,9 @@ func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
 		return lab.Reply{}, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	pod, client, err := podserver.Exchange(ctx, conn, addr)
 	if err != nil {
 		return lab.Reply{}, err
-	}
-	req.Close = true
-	if err := req.Write(conn); err != nil {
-		return lab.Reply{}, fmt.Errorf("GET %s: %w", addr, err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return lab.Reply{}, fmt.Errorf("GET %s: %w", addr, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	pod, client, err := podserver.ParseReply(resp.Header)
-	if err != nil {
-		return lab.Reply{}, fmt.Errorf("GET %s: %w", addr, err)
 	}
 	return lab.Reply{Pod: pod, Client: client}, nil
 }

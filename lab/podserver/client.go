@@ -22,6 +22,12 @@ func Get(ctx context.Context, addr string, sport int) (pod, client string, err e
 		return "", "", err
 	}
 	defer conn.Close()
+	return Exchange(ctx, conn, addr)
+}
+
+// Exchange sends one GET over conn, asking the server to close the connection after it (so the next request
+// is a new flow), and returns the pod that answered and the client address it saw.
+func Exchange(ctx context.Context, conn net.Conn, addr string) (pod, client string, err error) {
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 	if err != nil {
@@ -37,5 +43,8 @@ func Get(ctx context.Context, addr string, sport int) (pod, client string, err e
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return ParseReply(resp.Header)
+	if pod, client, err = ParseReply(resp.Header); err != nil {
+		return "", "", fmt.Errorf("GET %s: %w", addr, err)
+	}
+	return pod, client, nil
 }
