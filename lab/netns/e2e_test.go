@@ -108,8 +108,13 @@ func testEndToEnd(t *testing.T, d lab.Dataplane) {
 		}
 	}
 
-	// Scale to one replica: only that pod answers, on every node.
+	// Scale to one replica: only that pod answers, on every node. The pod bridges keep their MAC while
+	// ports go (a pod's cached gateway MAC must stay right).
+	macs := bridgeMACs(t, status.Nodes)
 	mustK8sguide(t, "scale", "--name", name, "--replicas", "1")
+	if after := bridgeMACs(t, status.Nodes); after != macs {
+		t.Errorf("pod bridge MACs changed when pods went: before %s, after %s", macs, after)
+	}
 	pods, _ = w.Pods(ctx)
 	if len(pods) != 1 {
 		t.Fatalf("%d pods after scale --replicas 1", len(pods))
@@ -123,6 +128,27 @@ func testEndToEnd(t *testing.T, d lab.Dataplane) {
 
 	mustK8sguide(t, "down", "--name", name)
 	assertNothingLeft(t, name)
+}
+
+// bridgeMACs lists each node's cni0 hardware address.
+func bridgeMACs(t *testing.T, nodes []lab.Node) string {
+	t.Helper()
+	var macs []string
+	for _, n := range nodes {
+		out, err := exec.Command("ip", "-n", n.Name, "-br", "link", "show", "cni0").Output()
+		if err != nil {
+			t.Fatalf("%s: ip link show cni0: %v", n.Name, err)
+		}
+		f := strings.Fields(string(out))
+		if len(f) < 3 {
+			t.Fatalf("%s: unexpected ip link output %q", n.Name, out)
+		}
+		if !strings.HasPrefix(f[2], "0a:58:") {
+			t.Errorf("%s: cni0 has no fixed (0a:58:…) address: %q", n.Name, out)
+		}
+		macs = append(macs, f[2])
+	}
+	return strings.Join(macs, ",")
 }
 
 func TestNodePortAllocation(t *testing.T) {

@@ -218,6 +218,7 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 		{"netns", "add", ns},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "link", "add", "br0", "type", "bridge"},
+		{"-n", ns, "link", "set", "br0", "address", bridgeMAC(netip.MustParseAddr(clientIP))},
 		{"-n", ns, "addr", "add", clientIP + "/16", "dev", "br0"},
 		{"-n", ns, "link", "set", "br0", "up"},
 	} {
@@ -246,6 +247,7 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		{"-n", n.Name, "link", "set", "eth0", "up"},
 		{"-n", n.Name, "route", "add", "default", "via", clientIP},
 		{"-n", n.Name, "link", "add", "cni0", "type", "bridge"},
+		{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
 		{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
 		{"-n", n.Name, "link", "set", "cni0", "up"},
 	} {
@@ -259,6 +261,15 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		"net/ipv4/ip_forward":                "1",
 		"net/bridge/bridge-nf-call-iptables": "1",
 	})
+}
+
+// bridgeMAC is the fixed hardware address of a bridge that holds addr, made from it as the CNI plugins do
+// (0a:58 and the IPv4 address). A bridge without one takes the lowest MAC of its ports and changes it when
+// that port goes: every pod that cached the gateway's old MAC then sends frames the bridge floods instead of
+// routing — its packets pass nat PREROUTING (br_netfilter) and vanish, until the pod's ARP entry expires.
+func bridgeMAC(addr netip.Addr) string {
+	a := addr.As4()
+	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3])
 }
 
 // Delete removes a lab: every process in its namespaces, the namespaces (with their veths), and its state.
