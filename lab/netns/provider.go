@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -304,19 +305,19 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Store.List() }
 
 func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) {
-	st, err := p.Store.Read(name)
+	st, err := p.Store.Brief(name)
 	if err != nil {
 		return lab.Status{}, err
 	}
-	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: st.Nodes, Client: clientIP, Proxies: map[string]lab.ProxyStatus{}}
+	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}}
 	for _, n := range st.Nodes {
-		s.Proxies[n.Name] = p.proxyStatus(st, n.Name)
+		s.Proxies[n.Name] = p.proxyStatus(name, st.ProxyPIDs[n.Name], n.Name)
 	}
 	return s, nil
 }
 
 // namespaceOf resolves what `exec` may name: a node, the client, or a pod.
-func (p *Provider) namespaceOf(st *state.Lab, name, target string) (string, error) {
+func (p *Provider) namespaceOf(st *state.Brief, name, target string) (string, error) {
 	known := []string{}
 	for _, n := range st.Nodes {
 		if n.Name == target {
@@ -328,8 +329,8 @@ func (p *Provider) namespaceOf(st *state.Lab, name, target string) (string, erro
 		return target, nil
 	}
 	for _, pod := range st.Pods {
-		if pod.Name == target {
-			return podNamespace(name, pod.Name), nil
+		if pod.Name() == target {
+			return podNamespace(name, target), nil
 		}
 	}
 	known = append(known, lab.ClientName(name))
@@ -342,7 +343,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	if len(argv) == 0 {
 		return errors.New("no command given: k8sguide exec NODE -- COMMAND [ARG...]")
 	}
-	st, err := p.Store.Read(name)
+	st, err := p.Store.Brief(name)
 	if err != nil {
 		return err
 	}
@@ -364,7 +365,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 
 // Get makes one HTTP request from the lab's client to addr and reports which pod answered.
 func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error) {
-	if _, err := p.Store.Read(name); err != nil {
+	if _, err := p.Store.Brief(name); err != nil {
 		return lab.Reply{}, err
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -385,9 +386,9 @@ func (p *Provider) nodeProxyArgv(labName, node string) []string {
 }
 
 // proxyStatus tells whether a node's proxy runs and which generation it reported applied.
-func (p *Provider) proxyStatus(st *state.Lab, node string) lab.ProxyStatus {
-	s := lab.ProxyStatus{Running: processAlive(st.ProxyPIDs[node])}
-	if data, err := os.ReadFile(appliedPath(p.Store.Dir(st.Config.Name), node)); err == nil {
+func (p *Provider) proxyStatus(labName string, pid int, node string) lab.ProxyStatus {
+	s := lab.ProxyStatus{Running: processAlive(pid)}
+	if data, err := os.ReadFile(appliedPath(p.Store.Dir(labName), node)); err == nil {
 		if f := strings.Fields(string(data)); len(f) == 2 {
 			s.Applied, _ = strconv.ParseInt(f[0], 10, 64)
 			ns, _ := strconv.ParseInt(f[1], 10, 64)
@@ -404,7 +405,7 @@ func (p *Provider) waitForProxies(ctx context.Context, st *state.Lab) error {
 	deadline := time.Now().Add(90*time.Second + time.Duration(len(st.Services))*40*time.Millisecond)
 	for _, n := range st.Nodes {
 		for {
-			s := p.proxyStatus(st, n.Name)
+			s := p.proxyStatus(st.Config.Name, st.ProxyPIDs[n.Name], n.Name)
 			if s.Applied >= st.Generation {
 				break
 			}

@@ -34,7 +34,7 @@ type workloads struct {
 }
 
 func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, error) {
-	if _, err := p.Store.Read(name); err != nil {
+	if _, err := p.Store.Brief(name); err != nil {
 		return nil, err
 	}
 	return &workloads{p: p, name: name}, nil
@@ -360,14 +360,15 @@ func defaultService(svc *v1.Service) {
 	}
 }
 
-func (w *workloads) read() (*state.Lab, error) { return w.p.Store.Read(w.name) }
+// read is the lab's shared state (see state.Store.View): the getters below hand out copies.
+func (w *workloads) read() (*state.Lab, error) { return w.p.Store.View(w.name) }
 
 func (w *workloads) Deployments(ctx context.Context) ([]appsv1.Deployment, error) {
 	st, err := w.read()
 	if err != nil {
 		return nil, err
 	}
-	return st.Deployments, nil
+	return deepCopies(st.Deployments, (*appsv1.Deployment).DeepCopy), nil
 }
 
 func (w *workloads) Pods(ctx context.Context) ([]v1.Pod, error) {
@@ -375,7 +376,7 @@ func (w *workloads) Pods(ctx context.Context) ([]v1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.Pods, nil
+	return deepCopies(st.Pods, (*v1.Pod).DeepCopy), nil
 }
 
 func (w *workloads) Services(ctx context.Context) ([]v1.Service, error) {
@@ -383,7 +384,7 @@ func (w *workloads) Services(ctx context.Context) ([]v1.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.Services, nil
+	return deepCopies(st.Services, (*v1.Service).DeepCopy), nil
 }
 
 func (w *workloads) EndpointSlices(ctx context.Context) ([]discoveryv1.EndpointSlice, error) {
@@ -391,7 +392,18 @@ func (w *workloads) EndpointSlices(ctx context.Context) ([]discoveryv1.EndpointS
 	if err != nil {
 		return nil, err
 	}
-	return st.EndpointSlices, nil
+	return deepCopies(st.EndpointSlices, (*discoveryv1.EndpointSlice).DeepCopy), nil
+}
+
+func deepCopies[T any](in []T, deepCopy func(*T) *T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i := range in {
+		out[i] = *deepCopy(&in[i])
+	}
+	return out
 }
 
 func findDeployment(ds []appsv1.Deployment, namespace, name string) int {

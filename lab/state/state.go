@@ -4,12 +4,16 @@
 package state
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -194,6 +198,156 @@ func (s Store) Read(name string) (*Lab, error) {
 	}
 	return &l, nil
 }
+
+// View is Read for callers that only look: the decoded state is shared and cached for as long as the file
+// is the same (a save renames a new file into place, so a changed state is a different file). A command that
+// asks for status, a node and the pods and Services decodes a lab with 5,000 Services once, not five times
+// (a third of a second each). The result must not be modified; copy what you hand out.
+func (s Store) View(name string) (*Lab, error) {
+	v, err := s.cached(name, "full", func(r io.Reader) (any, error) {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		var l Lab
+		return &l, json.Unmarshal(data, &l)
+	})
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return v.(*Lab), nil
+}
+
+// Brief is the part of a lab's state that names its nodes and pods, for commands that only need to find
+// one (exec, status): decoding it skips the Kubernetes objects, which are nearly all of a big lab's state.
+type Brief struct {
+	Config     lab.Config     `json:"config"`
+	Phase      Phase          `json:"phase"`
+	Generation int64          `json:"generation"`
+	Nodes      []lab.Node     `json:"nodes"`
+	ProxyPIDs  map[string]int `json:"proxyPIDs,omitempty"`
+	Pods       []BriefPod     `json:"pods,omitempty"`
+}
+
+// BriefPod is a pod as Brief holds it: its name.
+type BriefPod struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+}
+
+// Name is the pod's name.
+func (p BriefPod) Name() string { return p.Metadata.Name }
+
+// Node returns the named node.
+func (b *Brief) Node(name string) (lab.Node, bool) {
+	for _, n := range b.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return lab.Node{}, false
+}
+
+// Brief reads a lab's Brief, shared and cached like View: do not modify it. It stops reading the file at
+// the Services: everything it needs comes before them (Lab's field order, which TestBriefFieldsComeFirst
+// keeps), and a big lab's file is nearly all Services and EndpointSlices.
+func (s Store) Brief(name string) (*Brief, error) {
+	v, err := s.cached(name, "brief", func(r io.Reader) (any, error) {
+		var b Brief
+		dec := json.NewDecoder(r)
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return nil, fmt.Errorf("not a JSON object")
+		}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			var dst any
+			switch t {
+			case "services", "endpointSlices":
+				return &b, nil
+			case "config":
+				dst = &b.Config
+			case "phase":
+				dst = &b.Phase
+			case "generation":
+				dst = &b.Generation
+			case "nodes":
+				dst = &b.Nodes
+			case "proxyPIDs":
+				dst = &b.ProxyPIDs
+			case "pods":
+				dst = &b.Pods
+			default:
+				dst = new(json.RawMessage)
+			}
+			if err := dec.Decode(dst); err != nil {
+				return nil, err
+			}
+		}
+		return &b, nil
+	})
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return v.(*Brief), nil
+}
+
+// cached decodes a lab's state file with decode, once per file version and kind of decoding.
+func (s Store) cached(name, kind string, decode func(io.Reader) (any, error)) (any, error) {
+	path := s.StatePath(name)
+	f, err := os.Open(path)
+	if err != nil {
+		// Not there: Read says why (no such lab), or gives the empty state of a lab being made.
+		l, err := s.Read(name)
+		if err != nil {
+			return nil, err
+		}
+		data, _ := json.Marshal(l)
+		return decode(bytes.NewReader(data))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	key := path + "\x00" + kind
+	var id fileID
+	if st != nil {
+		id = fileID{dev: uint64(st.Dev), ino: st.Ino, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	}
+	views.Lock()
+	defer views.Unlock()
+	if v, ok := views.m[key]; ok && st != nil && v.id == id {
+		return v.value, nil
+	}
+	v, err := decode(bufio.NewReaderSize(f, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, path, err)
+	}
+	if st != nil {
+		views.m[key] = view{id: id, value: v}
+	}
+	return v, nil
+}
+
+type fileID struct {
+	dev, ino    uint64
+	size, mtime int64
+}
+
+type view struct {
+	id    fileID
+	value any
+}
+
+var views = struct {
+	sync.Mutex
+	m map[string]view
+}{m: map[string]view{}}
 
 // List names the labs in the store.
 func (s Store) List() ([]string, error) {
