@@ -149,37 +149,59 @@ func (t *Table) chain(name string) *Chain {
 // Split splits an iptables-save rule into words the way iptables-restore does: double quotes group, a
 // backslash escapes the next character.
 func Split(line string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(line); i++ {
-		ch := line[i]
-		switch {
-		case ch == '\\' && i+1 < len(line):
+	words := make([]string, 0, 24)
+	i := 0
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
 			i++
-			cur.WriteByte(line[i])
-			inWord = true
-		case ch == '"':
-			quoted = !quoted
-			inWord = true
-		case (ch == ' ' || ch == '\t') && !quoted:
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
+		}
+		if i == len(line) {
+			return words, nil
+		}
+		// Find the word's end, and whether it is plain (no escapes; quotes, if any, only around all of it):
+		// then it is a slice of the line. A node with 5,000 Services has 100,000 rules to split.
+		start, quotes, escaped, quoted := i, 0, false, false
+		for ; i < len(line); i++ {
+			ch := line[i]
+			if ch == '\\' && i+1 < len(line) {
+				escaped = true
+				i++
+			} else if ch == '"' {
+				quoted = !quoted
+				quotes++
+			} else if (ch == ' ' || ch == '\t') && !quoted {
+				break
 			}
+		}
+		if quoted {
+			return nil, fmt.Errorf("unterminated quote in %q", truncate(line))
+		}
+		word := line[start:i]
+		switch {
+		case !escaped && quotes == 0:
+			words = append(words, word)
+		case !escaped && quotes == 2 && word[0] == '"' && word[len(word)-1] == '"':
+			words = append(words, word[1:len(word)-1])
 		default:
-			cur.WriteByte(ch)
-			inWord = true
+			words = append(words, unescapeWord(word))
 		}
 	}
-	if quoted {
-		return nil, fmt.Errorf("unterminated quote in %q", truncate(line))
+}
+
+// unescapeWord drops a word's quotes and backslashes, keeping what they protect.
+func unescapeWord(word string) string {
+	var b strings.Builder
+	for i := 0; i < len(word); i++ {
+		switch ch := word[i]; {
+		case ch == '\\' && i+1 < len(word):
+			i++
+			b.WriteByte(word[i])
+		case ch == '"':
+		default:
+			b.WriteByte(ch)
+		}
 	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
+	return b.String()
 }
 
 // Built-in chains per table and the hooks they sit on.
