@@ -49,3 +49,80 @@ func BenchmarkWalk5000Services(b *testing.B) {
 		}
 	}
 }
+
+// bigRulesetText is the t2 capture's text with n more Services the way kube-proxy writes them: each with a
+// ClusterIP (cluster-ips, service-ips), a NodePort (service-nodeports), a service chain that picks one of three
+// endpoints and an external chain that marks for masquerading: the shape of a node with n NodePort Services.
+func bigRulesetText(tb testing.TB, n int) string {
+	b, err := os.ReadFile("testdata/nftables-worker.nft")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var ips, svcs, nodeports, chains strings.Builder
+	for i := 0; i < n; i++ {
+		ip := fmt.Sprintf("10.97.%d.%d", i/250, i%250+1)
+		svc := fmt.Sprintf("service-%08X-default/svc-%d/tcp/", i, i)
+		ext := fmt.Sprintf("external-%08X-default/svc-%d/tcp/", i, i)
+		fmt.Fprintf(&ips, "%s,\n\t\t\t     ", ip)
+		fmt.Fprintf(&svcs, "%s . tcp . 80 : goto %s,\n\t\t\t     ", ip, svc)
+		fmt.Fprintf(&nodeports, "tcp . %d : goto %s,\n\t\t\t     ", 30000+i, ext)
+		fmt.Fprintf(&chains, "\tchain %s { # handle %d\n\t\tmeta l4proto tcp dnat ip to numgen random mod 3 map { 0 : 10.244.%d.2 . 80, 1 : 10.244.%d.3 . 80, 2 : 10.244.%d.4 . 80 } # handle %d\n\t}\n\n",
+			svc, 1000+5*i, i%250, i%250, i%250, 1001+5*i)
+		fmt.Fprintf(&chains, "\tchain %s { # handle %d\n\t\tmeta mark set meta mark | 0x00004000 comment \"masquerade\" # handle %d\n\t\tgoto %s # handle %d\n\t}\n\n",
+			ext, 1002+5*i, 1003+5*i, svc, 1004+5*i)
+	}
+	s := string(b)
+	for _, r := range [][2]string{
+		{"elements = { 10.96.227.102 }", "elements = { " + ips.String() + "10.96.227.102 }"},
+		{"elements = { 10.96.227.102 . tcp . 80 :", "elements = { " + svcs.String() + "10.96.227.102 . tcp . 80 :"},
+		{"elements = { tcp . 30696 :", "elements = { " + nodeports.String() + "tcp . 30696 :"},
+		{"\tchain filter-prerouting-pre-dnat {", chains.String() + "\tchain filter-prerouting-pre-dnat {"},
+	} {
+		if !strings.Contains(s, r[0]) {
+			tb.Fatalf("fixture changed: %q not found", r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s
+}
+
+// BenchmarkParseText5000: ParseText of a node's listing with 5,000 NodePort Services (about 2.4 MB).
+func BenchmarkParseText5000(b *testing.B) {
+	text := bigRulesetText(b, 5000)
+	rs, err := ParseText(text)
+	if err != nil || len(rs.Warnings) != 0 {
+		b.Fatal(err, rs.Warnings)
+	}
+	if tb := rs.Table("ip", "kube-proxy"); len(tb.Chains) != 17+10000 || len(tb.Set("service-ips").Elems) != 5001 {
+		b.Fatalf("%d chains, %d services", len(tb.Chains), len(tb.Set("service-ips").Elems))
+	}
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ParseText(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseTextFile: ParseText of the listing K8SGUIDE_BIG_NFT_TEXT names, such as the lab node's with
+// 5,000 NodePort Services (see TestParseTextBigRuleset).
+func BenchmarkParseTextFile(b *testing.B) {
+	name := os.Getenv("K8SGUIDE_BIG_NFT_TEXT")
+	if name == "" {
+		b.Skip("K8SGUIDE_BIG_NFT_TEXT names an `nft list ruleset` listing; not set")
+	}
+	text, err := os.ReadFile(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ParseText(string(text)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

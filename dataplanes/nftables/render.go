@@ -126,10 +126,17 @@ func RenderRule(r *Rule) string {
 	return strings.Join(parts, " ")
 }
 
+// statefulKinds are the statements RenderStmt prints from their raw JSON (or text).
+var statefulKinds = map[string]bool{SCounter: true, SLog: true, SLimit: true, SQuota: true}
+
 // RenderStmt prints one statement in nft's syntax.
 func RenderStmt(s *Stmt) string {
 	if s == nil {
 		return ""
+	}
+	if statefulKinds[s.Kind] && s.Raw != "" && s.Raw[0] != '{' {
+		// ParseText keeps the statement as nft printed it (the model leaves out its options).
+		return s.Raw
 	}
 	switch s.Kind {
 	case SMatch:

@@ -5,8 +5,26 @@ import (
 	"testing"
 )
 
+// fixtureFromText makes loadFixture build rulesets with ParseText from the text listing alone, rather than
+// with ParseRuleset from the JSON (TestFixtureTestsFromText sets it).
+var fixtureFromText bool
+
 func loadFixture(t testing.TB, name string, withText bool) *Ruleset {
 	t.Helper()
+	if fixtureFromText && withText {
+		b, err := os.ReadFile("testdata/" + name + ".nft")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := ParseText(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs.Warnings) != 0 {
+			t.Fatalf("%s: warnings %q", name, rs.Warnings)
+		}
+		return rs
+	}
 	js, err := os.ReadFile("testdata/" + name + ".json")
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"sync"
 )
 
-// Ruleset is a node's nftables ruleset as `nft -j list ruleset` reports it: tables with their chains, rules,
-// sets and maps. It implements netfilter.Ruleset (see walk.go) for the tables of family ip and inet.
+// Ruleset is a node's nftables ruleset as `nft -j list ruleset` (ParseRuleset) or `nft list ruleset`
+// (ParseText) reports it: tables with their chains, rules, sets and maps. It implements netfilter.Ruleset (see walk.go) for the tables of family ip and inet.
 type Ruleset struct {
 	Tables []*Table
 	// Skip names tables the walk leaves out ("nat", or "ip nat" for one family only): the caller fills it with
@@ -167,7 +167,7 @@ type Expr struct {
 	Comment string
 	Timeout int
 	Expires int
-	Raw     string // the JSON, for kinds the tracer does not understand
+	Raw     string // for kinds the tracer does not understand: the JSON (ParseRuleset) or the text (ParseText)
 }
 
 // Statement kinds.
@@ -205,7 +205,7 @@ type Stmt struct {
 	RejectType  string // icmp, tcp reset, icmpx
 	RejectCode  string // port-unreachable, …
 	Name        string // xt name; log prefix
-	Raw         string // the JSON, for printing what is not understood
+	Raw         string // the statement's JSON (ParseRuleset) or its text as nft printed it (ParseText)
 }
 
 // ParseRuleset parses the output of `nft -j list ruleset`. text, when not empty, is the output of
@@ -337,8 +337,11 @@ func ParseRuleset(jsonData []byte, text string) (rs *Ruleset, err error) {
 	return rs, nil
 }
 
+// maxWarnings bounds Warnings: a broken input must not make an unbounded list.
+const maxWarnings = 100
+
 func (rs *Ruleset) warn(format string, args ...any) {
-	if len(rs.Warnings) < 100 {
+	if len(rs.Warnings) < maxWarnings {
 		rs.Warnings = append(rs.Warnings, fmt.Sprintf(format, args...))
 	}
 }
