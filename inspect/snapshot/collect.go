@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/k8sguide/k8sguide/inspect/netstate"
@@ -26,14 +29,44 @@ var Sysctls = []string{
 
 // Collect captures the node the calling process runs in (run it inside the node: `ip netns exec NODE`, or
 // `docker exec` on kind). What cannot be read is listed in Missing; only a node with no rules at all fails.
+// The rules, the addresses and routes, conntrack and xt_recent are read concurrently: on a node with
+// thousands of Services the rule listing is nearly all of the time, and the rest hides behind it.
 func Collect(ctx context.Context) (*Snapshot, error) {
-	s := &Snapshot{Version: Version, TakenAt: time.Now().UTC(), Iptables: map[string]string{}}
+	s := &Snapshot{Version: Version, TakenAt: time.Now().UTC()}
+	var mu sync.Mutex
 	missing := func(what string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		s.Missing = append(s.Missing, fmt.Sprintf("%s: %v", what, err))
 	}
+	var wg sync.WaitGroup
+	var netErr error
+	wg.Go(func() { collectRules(ctx, s, missing) })
+	wg.Go(func() { netErr = collectNet(ctx, &s.Net) })
+	wg.Go(func() {
+		if out, err := run(ctx, "conntrack", "-L"); err == nil {
+			s.Net.Conntrack = nonEmptyLines(out)
+		} else {
+			missing("conntrack -L", err)
+		}
+	})
+	wg.Go(func() { collectRecent(&s.Net) })
+	wg.Wait()
+	if netErr != nil {
+		return nil, netErr
+	}
+	sort.Strings(s.Missing)
+	if s.Iptables == nil && s.NftablesText == "" {
+		return nil, fmt.Errorf("no iptables or nftables rules could be read on this node (%s)", strings.Join(s.Missing, "; "))
+	}
+	return s, nil
+}
 
+// collectRules reads iptables, then the nf_tables tables iptables does not cover.
+func collectRules(ctx context.Context, s *Snapshot, missing func(string, error)) {
 	// iptables: the nf_tables backend always (it is what kube-proxy uses on current nodes), the legacy one
 	// only when legacy tables exist in this namespace (listing them would otherwise load legacy modules).
+	s.Iptables = map[string]string{}
 	if out, err := run(ctx, "iptables-nft-save", "-c"); err == nil {
 		if hasRules(out) {
 			s.Iptables["nf_tables"] = out
@@ -56,52 +89,97 @@ func Collect(ctx context.Context) (*Snapshot, error) {
 		s.Iptables = nil
 	}
 
-	if out, err := run(ctx, "nft", "-j", "list", "ruleset"); err == nil {
-		s.Nftables = []byte(strings.TrimSpace(out))
-		if text, err := run(ctx, "nft", "-a", "list", "ruleset"); err == nil {
-			s.NftablesText = text
-		}
-	} else {
-		missing("nft", err)
+	// nftables, as text (`nft -j` takes twice as long as the text on big rulesets). The tables iptables-nft
+	// made are left out: iptables-save already has them, and nft would translate every xt rule again.
+	tables, err := nfTables()
+	if err != nil {
+		missing("nf_tables tables", err)
 	}
+	owned := iptablesTables(s.Iptables["nf_tables"])
+	var keep []nfTable
+	for _, t := range tables {
+		switch {
+		case t.Family == "ip" && owned[t.Name]:
+			s.NftablesOmitted = append(s.NftablesOmitted, t.Family+" "+t.Name)
+		case t.Family == "ip6" && slices.Contains(xtablesTableNames, t.Name):
+			s.NftablesOmitted = append(s.NftablesOmitted, t.Family+" "+t.Name)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	if err != nil || len(s.NftablesOmitted) == 0 {
+		if out, err := run(ctx, "nft", "list", "ruleset"); err == nil {
+			s.NftablesText = out
+		} else {
+			missing("nft list ruleset", err)
+		}
+		return
+	}
+	var text strings.Builder
+	for _, t := range keep {
+		if out, err := run(ctx, "nft", "list", "table", t.Family, t.Name); err == nil {
+			text.WriteString(out)
+		} else {
+			missing("nft list table "+t.Family+" "+t.Name, err)
+		}
+	}
+	s.NftablesText = text.String()
+}
 
+// xtablesTableNames are the tables iptables-nft and ip6tables-nft make.
+var xtablesTableNames = []string{"filter", "nat", "mangle", "raw", "security"}
+
+// iptablesTables are the tables an iptables-nft-save dump holds (not those it calls incompatible: nft
+// made them, and only nft can show them).
+func iptablesTables(save string) map[string]bool {
+	owned := map[string]bool{}
+	for _, l := range strings.Split(save, "\n") {
+		if name, ok := strings.CutPrefix(l, "*"); ok {
+			owned[strings.TrimSpace(name)] = true
+		}
+	}
+	for _, l := range strings.Split(save, "\n") {
+		if rest, ok := strings.CutPrefix(l, "# Table `"); ok && strings.Contains(rest, "incompatible") {
+			name, _, _ := strings.Cut(rest, "'")
+			delete(owned, name)
+		}
+	}
+	return owned
+}
+
+// collectNet reads the addresses, all routing tables and the sysctls a trace uses.
+func collectNet(ctx context.Context, n *netstate.State) error {
 	out, err := run(ctx, "ip", "-j", "addr", "show")
 	if err != nil {
-		return nil, fmt.Errorf("ip addr: %w", err)
+		return fmt.Errorf("ip addr: %w", err)
 	}
-	if s.Net.Addresses, err = netstate.ParseAddresses([]byte(out)); err != nil {
-		return nil, err
+	if n.Addresses, err = netstate.ParseAddresses([]byte(out)); err != nil {
+		return err
 	}
 	if out, err = run(ctx, "ip", "-4", "-j", "route", "show", "table", "all"); err != nil {
-		return nil, fmt.Errorf("ip route: %w", err)
+		return fmt.Errorf("ip route: %w", err)
 	}
-	if s.Net.Routes, err = netstate.ParseRoutes([]byte(out)); err != nil {
-		return nil, err
+	if n.Routes, err = netstate.ParseRoutes([]byte(out)); err != nil {
+		return err
 	}
-
-	s.Net.Sysctls = map[string]string{}
+	n.Sysctls = map[string]string{}
 	for _, name := range Sysctls {
 		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(name, ".", "/"))
 		if err == nil {
-			s.Net.Sysctls[name] = strings.TrimSpace(string(b))
+			n.Sysctls[name] = strings.TrimSpace(string(b))
 		}
 	}
+	return nil
+}
 
-	if out, err := run(ctx, "conntrack", "-L"); err == nil {
-		for _, l := range strings.Split(out, "\n") {
-			if strings.TrimSpace(l) != "" {
-				s.Net.Conntrack = append(s.Net.Conntrack, l)
-			}
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
 		}
-	} else {
-		missing("conntrack -L", err)
 	}
-
-	collectRecent(&s.Net)
-	if s.Iptables == nil && len(s.Nftables) == 0 {
-		return nil, fmt.Errorf("no iptables or nftables rules could be read on this node (%s)", strings.Join(s.Missing, "; "))
-	}
-	return s, nil
+	return out
 }
 
 func run(ctx context.Context, name string, args ...string) (string, error) {
@@ -139,13 +217,7 @@ func collectRecent(n *netstate.State) {
 		if err != nil {
 			continue
 		}
-		var lines []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.TrimSpace(l) != "" {
-				lines = append(lines, l)
-			}
-		}
-		n.Recent[filepath.Base(f)] = lines
+		n.Recent[filepath.Base(f)] = nonEmptyLines(string(b))
 	}
 	n.Jiffies, n.HZ = kernelClock()
 }

@@ -23,10 +23,12 @@ type Snapshot struct {
 
 	// Iptables holds `iptables-save -c` per backend ("nf_tables", "legacy") that has rules.
 	Iptables map[string]string `json:"iptables,omitempty"`
-	// Nftables is `nft -j list ruleset`; NftablesText is `nft -a list ruleset` (the rule text people read,
-	// with handles that tie it to the JSON).
-	Nftables     json.RawMessage `json:"nftables,omitempty"`
-	NftablesText string          `json:"nftablesText,omitempty"`
+	// NftablesText is `nft list ruleset`: the collector writes the text, without the tables iptables-nft
+	// made (NftablesOmitted names them; Iptables holds their rules). Nftables is `nft -j list ruleset`,
+	// which older snapshots carry (with `nft -a` text); a snapshot may hold either.
+	NftablesText    string          `json:"nftablesText,omitempty"`
+	NftablesOmitted []string        `json:"nftablesOmitted,omitempty"`
+	Nftables        json.RawMessage `json:"nftables,omitempty"`
 
 	Net        netstate.State `json:"net"`
 	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,39 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 					t.Errorf("%s: NodePort from outside must be delivered and masqueraded: %s snat %s", n, p.Verdict, p.SNAT)
 				}
 			}
+		}
+	})
+	t.Run("snapshot-offline", func(t *testing.T) {
+		// A saved snapshot traces exactly like the live node, and holds each engine's rules once.
+		file := filepath.Join(t.TempDir(), "worker.json")
+		e2etest.MustK8sguide(t, "snapshot", "--name", name, "--node", worker, "-o", file)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var snap struct {
+			Iptables        map[string]string `json:"iptables"`
+			NftablesText    string            `json:"nftablesText"`
+			NftablesOmitted []string          `json:"nftablesOmitted"`
+		}
+		if err := json.Unmarshal(data, &snap); err != nil {
+			t.Fatal(err)
+		}
+		if d == lab.NFTables {
+			if !strings.Contains(snap.NftablesText, "table ip kube-proxy {") || len(snap.NftablesOmitted) != 0 {
+				t.Errorf("nftables node: snapshot lacks the kube-proxy table or omits %v", snap.NftablesOmitted)
+			}
+		} else {
+			if !strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-NODEPORTS") || strings.Contains(snap.NftablesText, "table ip nat") ||
+				!slices.Contains(snap.NftablesOmitted, "ip nat") {
+				t.Errorf("iptables node: iptables rules missing, or iptables-nft's tables listed twice (omitted %v)", snap.NftablesOmitted)
+			}
+		}
+		dst := nodeIP(t, name, worker) + ":" + np
+		live := e2etest.MustK8sguide(t, "trace", "--name", name, "--node", worker, "--dst", dst, "--src", "172.18.0.1:40404", "-o", "json")
+		offline := e2etest.MustK8sguide(t, "trace", "--snapshot", file, "--dst", dst, "--src", "172.18.0.1:40404", "-o", "json")
+		if live != offline {
+			t.Errorf("trace --snapshot differs from trace --node:\nlive:\n%s\noffline:\n%s", live, offline)
 		}
 	})
 	t.Run("clusterip-from-pod", func(t *testing.T) {

@@ -38,8 +38,19 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	if err != nil {
 		return nil, err
 	}
+	// The names come from the lab's state while the collector runs: with thousands of Services, both take
+	// a while.
+	var k *snapshot.Kubernetes
+	var kerr error
+	names := make(chan struct{})
+	go func() {
+		defer close(names)
+		k, kerr = kubernetesNames(ctx, p, name, st)
+	}()
 	var out, errb bytes.Buffer
-	if err := p.Exec(ctx, name, node, []string{exe, "internal", "collect"}, lab.Streams{Out: &out, Err: &errb}); err != nil {
+	err = p.Exec(ctx, name, node, []string{exe, "internal", "collect"}, lab.Streams{Out: &out, Err: &errb})
+	<-names
+	if err != nil {
 		if msg := strings.TrimSpace(errb.String()); msg != "" {
 			return nil, fmt.Errorf("collecting %s: %s", node, lastLine(msg))
 		}
@@ -50,9 +61,8 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		return nil, fmt.Errorf("collecting %s: unreadable collector output: %v", node, err)
 	}
 	s.Node, s.Lab, s.Dataplane = node, name, string(st.Dataplane)
-	k, err := kubernetesNames(ctx, p, name, st)
-	if err != nil {
-		return nil, err
+	if kerr != nil {
+		return nil, kerr
 	}
 	s.Kubernetes = k
 	return &s, nil

@@ -33,8 +33,8 @@ type Request struct {
 	Sport uint16
 }
 
-// Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft -j list ruleset` output, an
-// iptables-save dump (whole or a fragment) or `iptables -L -n [-v]` listings. Raw rules say nothing about
+// Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft list ruleset` or
+// `nft -j list ruleset` output, an iptables-save dump (whole or a fragment) or `iptables -L -n [-v]` listings. Raw rules say nothing about
 // the node's addresses: local lists what the node owns (addrtype LOCAL / fib daddr type local).
 func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	trimmed := bytes.TrimSpace(data)
@@ -42,33 +42,35 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("the input is empty")
 	}
 	if trimmed[0] == '{' {
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(trimmed, &probe); err != nil {
-			return nil, fmt.Errorf("the input looks like JSON but does not parse: %v", err)
+		// One decode serves both: a snapshot has a version, and nft -j's top-level "nftables" array lands in
+		// the snapshot's field of the same name.
+		var s snapshot.Snapshot
+		if err := json.Unmarshal(trimmed, &s); err != nil {
+			return nil, fmt.Errorf("the input looks like JSON but does not parse as a snapshot or nft -j output: %v", err)
 		}
-		if v, ok := probe["version"]; ok {
-			var s snapshot.Snapshot
-			if err := json.Unmarshal(trimmed, &s); err != nil {
-				return nil, fmt.Errorf("corrupt snapshot: %v", err)
-			}
-			if s.Version != snapshot.Version {
-				return nil, fmt.Errorf("snapshot version %s: this k8sguide reads %s", strings.Trim(string(v), `"`), snapshot.Version)
-			}
+		switch {
+		case s.Version == snapshot.Version:
 			if len(local) > 0 {
 				s.Net = netstate.FromLocalAddresses(local)
 			}
 			return &s, nil
-		}
-		if _, ok := probe["nftables"]; ok {
+		case s.Version != "":
+			return nil, fmt.Errorf("snapshot version %s: this k8sguide reads %s", s.Version, snapshot.Version)
+		case len(s.Nftables) > 0:
 			if _, err := nftables.ParseRuleset(trimmed, ""); err != nil {
 				return nil, fmt.Errorf("nft -j ruleset: %v", err)
 			}
-			s := &snapshot.Snapshot{Version: snapshot.Version, Nftables: json.RawMessage(trimmed), Net: netstate.FromLocalAddresses(local)}
-			return s, nil
+			return &snapshot.Snapshot{Version: snapshot.Version, Nftables: json.RawMessage(trimmed), Net: netstate.FromLocalAddresses(local)}, nil
 		}
 		return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 	}
 	text := string(data)
+	if looksLikeNft(text) {
+		if _, err := nftables.ParseText(text); err != nil {
+			return nil, fmt.Errorf("nft list ruleset: %v", err)
+		}
+		return &snapshot.Snapshot{Version: snapshot.Version, NftablesText: text, Net: netstate.FromLocalAddresses(local)}, nil
+	}
 	if iptables.IsListing(text) {
 		if _, err := iptables.ParseListing(text, ""); err != nil {
 			return nil, fmt.Errorf("iptables listing: %v", err)
@@ -77,6 +79,18 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("iptables-save input: %v", err)
 	}
 	return &snapshot.Snapshot{Version: snapshot.Version, Iptables: map[string]string{"input": text}, Net: netstate.FromLocalAddresses(local)}, nil
+}
+
+// looksLikeNft says whether text is `nft list` output: its first line that is not a comment opens a table.
+func looksLikeNft(text string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		return strings.HasPrefix(l, "table ")
+	}
+	return false
 }
 
 // rulesets builds the engines present in the snapshot. iptables-nft tables are also nf_tables tables: the
@@ -110,8 +124,14 @@ func rulesets(s *snapshot.Snapshot) ([]netfilter.Ruleset, string, error) {
 			dataplane = "iptables"
 		}
 	}
-	if len(s.Nftables) > 0 {
-		rs, err := nftables.ParseRuleset(s.Nftables, s.NftablesText)
+	if len(s.Nftables) > 0 || s.NftablesText != "" {
+		var rs *nftables.Ruleset
+		var err error
+		if len(s.Nftables) > 0 {
+			rs, err = nftables.ParseRuleset(s.Nftables, s.NftablesText)
+		} else {
+			rs, err = nftables.ParseText(s.NftablesText)
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("nftables: %v", err)
 		}
