@@ -6,12 +6,14 @@ package e2etest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -29,6 +31,9 @@ var (
 // Main is TestMain's body: as root it builds the Binary and sets up a private state directory, then runs the
 // tests (which skip themselves when not root).
 func Main(m *testing.M) int {
+	if argv := os.Getenv(measureEnv); argv != "" {
+		return measured(argv)
+	}
 	if os.Geteuid() != 0 {
 		return m.Run() // the tests skip themselves
 	}
@@ -188,4 +193,50 @@ spec:
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%d}\nspec: {type: %s, selector: {app: web}, ports: [{port: 80}]}\n", i, serviceType)
 	}
 	return b.String()
+}
+
+// measureEnv makes the test binary a small parent for Measure: it runs the command it names (JSON argv)
+// and writes the largest max RSS among its descendants to the file in measureOut.
+const (
+	measureEnv = "K8SGUIDE_MEASURE_ARGV"
+	measureOut = "K8SGUIDE_MEASURE_OUT"
+)
+
+// Measure runs argv and returns its output and the peak memory (KB) of it and every process under it. A
+// child's max RSS counts what it shared with its parent at fork (Go forks with CLONE_VM), so a child of a
+// big test process reports the test's size: the command runs under a freshly started copy of the test
+// binary instead, whose own size (a few MB) is the error margin.
+func Measure(argv ...string) (out []byte, peakKB int64, err error) {
+	spec, _ := json.Marshal(argv)
+	f, err := os.CreateTemp("", "k8sguide-measure-")
+	if err != nil {
+		return nil, 0, err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), measureEnv+"="+string(spec), measureOut+"="+f.Name())
+	out, err = cmd.CombinedOutput()
+	data, _ := os.ReadFile(f.Name())
+	peakKB, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return out, peakKB, err
+}
+
+func measured(spec string) int {
+	var argv []string
+	if err := json.Unmarshal([]byte(spec), &argv); err != nil || len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "bad", measureEnv)
+		return 2
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	os.WriteFile(os.Getenv(measureOut), []byte(strconv.FormatInt(ru.Maxrss, 10)), 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
