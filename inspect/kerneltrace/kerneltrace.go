@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -64,12 +65,13 @@ type Session struct {
 	ready   chan struct{}
 	once    sync.Once
 	done    chan struct{}
+	markers chan string // marker event lines, for Stop
 }
 
 // Start creates the tracing table and starts the monitor (engine "iptables" uses xtables-monitor, anything
 // else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
 func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
-	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{})}
+	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{}), markers: make(chan string, 64)}
 	if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
 		return nil, fmt.Errorf("adding the tracing table: %w", err)
 	}
@@ -100,6 +102,10 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 			// Marker packets (to 127.0.0.9) show the monitor is listening; they are not part of the flow.
 			if strings.Contains(l, "ip daddr 127.0.0.9 ") || strings.Contains(l, "DST=127.0.0.9 ") {
 				s.once.Do(func() { close(s.ready) })
+				select {
+				case s.markers <- l:
+				default:
+				}
 				continue
 			}
 			s.mu.Lock()
@@ -126,17 +132,28 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 	}
 }
 
-func sendMarker(port int) {
+// sendMarker sends one marker packet and returns its source port (0 if it could not).
+func sendMarker(port int) int {
 	c, err := netDialUDP(port)
-	if err == nil {
-		c.Write([]byte("k8sguide"))
-		c.Close()
+	if err != nil {
+		return 0
 	}
+	defer c.Close()
+	c.Write([]byte("k8sguide"))
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
+		return a.Port
+	}
+	return 0
 }
 
-// Stop waits briefly for the last events, stops the monitor, removes the table and returns the event lines.
+// Stop waits until the monitor has printed everything that happened before it was called, stops the
+// monitor, removes the table and returns the event lines. The kernel queues trace events in order, so once
+// the monitor shows a marker packet sent now, the flow's earlier events are in too (under load a monitor
+// can lag well behind the packets it reports).
 func (s *Session) Stop() []string {
-	time.Sleep(200 * time.Millisecond)
+	if s.monitor != nil && s.monitor.Process != nil {
+		s.awaitMarker(5 * time.Second)
+	}
 	if s.monitor != nil && s.monitor.Process != nil {
 		s.monitor.Process.Kill()
 		s.monitor.Wait()
@@ -146,6 +163,34 @@ func (s *Session) Stop() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.lines...)
+}
+
+// awaitMarker sends a marker packet and waits (up to limit) for the monitor to report that very packet.
+func (s *Session) awaitMarker(limit time.Duration) {
+	deadline := time.After(limit)
+	for {
+		port := sendMarker(markerPort)
+		if port == 0 {
+			return
+		}
+		ours := []string{fmt.Sprintf(" SPORT=%d ", port), fmt.Sprintf(" udp sport %d ", port)}
+		retry := time.After(time.Second)
+		for {
+			select {
+			case l := <-s.markers:
+				if strings.Contains(l, ours[0]) || strings.Contains(l, ours[1]) {
+					return
+				}
+				continue
+			case <-s.done:
+				return
+			case <-deadline:
+				return
+			case <-retry:
+			}
+			break
+		}
+	}
 }
 
 func (s *Session) removeTable() {
