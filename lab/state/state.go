@@ -239,16 +239,6 @@ type BriefPod struct {
 // Name is the pod's name.
 func (p BriefPod) Name() string { return p.Metadata.Name }
 
-// Node returns the named node.
-func (b *Brief) Node(name string) (lab.Node, bool) {
-	for _, n := range b.Nodes {
-		if n.Name == name {
-			return n, true
-		}
-	}
-	return lab.Node{}, false
-}
-
 // Brief reads a lab's Brief, shared and cached like View: do not modify it. It stops reading the file at
 // the Services: everything it needs comes before them (Lab's field order, which TestBriefFieldsComeFirst
 // keeps), and a big lab's file is nearly all Services and EndpointSlices.
