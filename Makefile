@@ -13,13 +13,19 @@ endif
 
 .PHONY: deps build lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench
 
+# clang-19: Cilium's datapath needs clang >= 18.1 (bookworm's clang is 14).
+PACKAGES := iproute2 iptables nftables conntrack curl clang-19
+
 # What the lab and the tests need from Debian (Go itself comes with the machine).
 deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables nftables conntrack curl >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables nftables conntrack curl >/dev/null; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null; }
 
+# k8sguide, and beside it k8sguide-cilium, the ebpf dataplane's node agent: a nested module (Cilium's Go
+# packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache.
 build:
 	go build -trimpath -o $(BIN) ./cmd/k8sguide
+	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
 
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,
 # the NodePort's rules on a node, and a NodePort packet traced through them and checked against the kernel.

@@ -56,7 +56,15 @@ type Config struct {
 	Workers           int
 	NodePortRange     string   // "30000-32767"
 	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
+	// LBAlgorithm is Cilium's --bpf-lb-algorithm for the ebpf dataplane: "random" (the default) or "maglev".
+	LBAlgorithm string
 }
+
+// LB algorithms of the ebpf dataplane.
+const (
+	LBRandom = "random"
+	LBMaglev = "maglev"
+)
 
 var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 

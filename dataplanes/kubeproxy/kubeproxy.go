@@ -31,7 +31,7 @@ func Check(d lab.Dataplane) error {
 		}
 		return fmt.Errorf("dataplane ipvs: the netns provider does not run the ipvs proxier yet; use --provider kind")
 	case lab.EBPF:
-		return fmt.Errorf("dataplane ebpf: the netns provider does not load the Cilium datapath yet; use --provider kind")
+		return fmt.Errorf("dataplane ebpf is Cilium's datapath, not a kube-proxy mode")
 	}
 	return fmt.Errorf("unknown dataplane %q", d)
 }

@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/state"
 )
@@ -58,6 +60,56 @@ func Main(m *testing.M) int {
 	StateDir = filepath.Join(dir, "state")
 	os.Setenv("K8SGUIDE_STATE_DIR", StateDir)
 	return m.Run()
+}
+
+var (
+	agentOnce sync.Once
+	agentErr  error
+)
+
+// NeedAgent builds k8sguide-cilium (the ebpf dataplane's node agent, a nested module) once per test binary,
+// beside Binary, and points the provider at it. With Cilium in the build cache this takes seconds; cold, about
+// a minute and a half.
+func NeedAgent(t testing.TB) {
+	t.Helper()
+	agentOnce.Do(func() {
+		if os.Getenv(netns.AgentEnv) != "" {
+			return
+		}
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/k8sguide/k8sguide").Output()
+		if err != nil {
+			agentErr = fmt.Errorf("finding the module root: %w", err)
+			return
+		}
+		agent := filepath.Join(filepath.Dir(Binary), netns.AgentName)
+		build := exec.Command("go", "build", "-o", agent, ".")
+		build.Dir = filepath.Join(strings.TrimSpace(string(out)), "dataplanes", "ebpf", "cilium")
+		if msg, err := build.CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("building %s: %v\n%s", netns.AgentName, err, msg)
+			return
+		}
+		os.Setenv(netns.AgentEnv, agent)
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+}
+
+// NeedEBPF skips a test of the ebpf dataplane where Cilium's datapath cannot be built (no clang >= 18.1, no
+// Cilium sources), saying why, and builds the node agent.
+func NeedEBPF(t testing.TB) {
+	t.Helper()
+	if _, err := datapath.FindClang(); err != nil {
+		t.Skipf("cannot build Cilium's datapath here: %v", err)
+	}
+	if _, err := datapath.Sources(); err != nil {
+		// Building the agent downloads Cilium's module, sources included.
+		NeedAgent(t)
+		if _, err := datapath.Sources(); err != nil {
+			t.Skipf("cannot build Cilium's datapath here: %v", err)
+		}
+	}
+	NeedAgent(t)
 }
 
 func NeedRoot(t testing.TB, tools ...string) {
@@ -132,7 +184,9 @@ func AssertNothingLeft(t testing.TB, name string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		data, _ := os.ReadFile(p)
-		if bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(name)) && bytes.Contains(data, []byte(Binary)) {
+		isOurs := bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(Binary)) ||
+			bytes.Contains(data, []byte(netns.AgentName+"\x00"))
+		if isOurs && bytes.Contains(data, []byte(name)) {
 			t.Errorf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '}))
 		}
 	}
@@ -142,6 +196,10 @@ func AssertNothingLeft(t testing.TB, name string) {
 	}
 	if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
 		t.Errorf("state of lab %s is left behind", name)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	if dir := netns.BPFFSDir(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
+		t.Errorf("the lab's bpffs %s is still mounted", dir)
 	}
 }
 

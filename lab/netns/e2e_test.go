@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/state"
 )
 
 // These tests drive the real k8sguide binary, as a user would, against real namespaces, real kube-proxy rules
@@ -35,9 +38,12 @@ var (
 )
 
 func TestEndToEnd(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables, lab.EBPF} {
 		t.Run(string(d), func(t *testing.T) {
 			needRoot(t, toolFor(d))
+			if d == lab.EBPF {
+				e2etest.NeedEBPF(t)
+			}
 			testEndToEnd(t, d)
 		})
 	}
@@ -91,6 +97,10 @@ func testEndToEnd(t *testing.T, d lab.Dataplane) {
 	// The kernel's rules carry the Service's chains, named after it.
 	for _, n := range status.Nodes {
 		var rules string
+		if d == lab.EBPF {
+			checkEBPFNode(t, name, n, port)
+			continue
+		}
 		if d == lab.NFTables {
 			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "nft", "list", "table", "ip", "kube-proxy")
 			for _, want := range []string{"service-", "default/web/tcp/", "external-", "endpoint-", "numgen random mod 3", "service-nodeports", port} {
@@ -128,6 +138,22 @@ func testEndToEnd(t *testing.T, d lab.Dataplane) {
 
 	mustK8sguide(t, "down", "--name", name)
 	assertNothingLeft(t, name)
+}
+
+// checkEBPFNode checks that a Cilium node has its datapath on eth0 and cni0, its maps in the lab's bpffs, and no
+// kube-proxy rules.
+func checkEBPFNode(t *testing.T, name string, n lab.Node, port string) {
+	t.Helper()
+	dir := netns.NodeBPFFS(state.Default(), name, n.Name)
+	for _, pin := range []string{"tc/globals/cilium_lb4_services_v2", "tc/globals/cilium_lb4_backends_v3", "tc/globals/cilium_lb4_reverse_nat",
+		"tc/globals/cilium_ct4_global", "links/eth0/cil_from_netdev", "links/eth0/cil_to_netdev", "links/cni0/cil_from_netdev"} {
+		if _, err := os.Stat(filepath.Join(dir, pin)); err != nil {
+			t.Errorf("%s: %v", n.Name, err)
+		}
+	}
+	if rules, err := exec.Command("ip", "netns", "exec", n.Name, "iptables-save").Output(); err == nil && strings.Contains(string(rules), "KUBE-") {
+		t.Errorf("%s runs Cilium's datapath but has kube-proxy rules:\n%s", n.Name, rules)
+	}
 }
 
 // bridgeMACs lists each node's cni0 hardware address.

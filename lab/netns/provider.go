@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/alloc"
@@ -67,8 +68,10 @@ func (p *Provider) Name() string { return ProviderName }
 
 // CheckHost says what this machine lacks to run a netns lab with the given dataplane, in one line.
 func CheckHost(d lab.Dataplane) error {
-	if err := kubeproxy.Check(d); err != nil {
-		return err
+	if d != lab.EBPF {
+		if err := kubeproxy.Check(d); err != nil {
+			return err
+		}
 	}
 	if err := checkRoot(); err != nil {
 		return err
@@ -112,6 +115,13 @@ func validateConfig(cfg *lab.Config) error {
 	if _, err := alloc.ParsePortRange(cfg.NodePortRange); err != nil {
 		return err
 	}
+	switch {
+	case cfg.LBAlgorithm == "":
+	case cfg.Dataplane != lab.EBPF:
+		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's modes choose at random)")
+	case cfg.LBAlgorithm != lab.LBRandom && cfg.LBAlgorithm != lab.LBMaglev:
+		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
+	}
 	for _, c := range cfg.NodePortAddresses {
 		if c == "primary" {
 			continue
@@ -130,6 +140,15 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	if err := CheckHost(cfg.Dataplane); err != nil {
 		return err
+	}
+	var agent string
+	if cfg.Dataplane == lab.EBPF {
+		if err := p.checkEBPF(); err != nil {
+			return err
+		}
+		if agent, err = p.agentPath(); err != nil {
+			return err
+		}
 	}
 	names := lab.NodeNames(cfg.Name, cfg.Workers)
 	namespaces := append([]string{lab.ClientName(cfg.Name)}, names...)
@@ -188,9 +207,25 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	done("Wiring pod routes between nodes (like kindnet) 🔌")
 
+	argv := func(n lab.Node) []string { return p.nodeProxyArgv(cfg.Name, n.Name) }
+	if cfg.Dataplane == lab.EBPF {
+		objs, err := compileNodes(ctx, st.Nodes)
+		if err != nil {
+			return err
+		}
+		done(fmt.Sprintf("Compiling Cilium %s bpf_host for each node 🐝", datapath.CiliumVersion))
+		st.BPFFS = BPFFSDir(p.Store, cfg.Name)
+		if err = h.Save(st); err != nil {
+			return err
+		}
+		if err = mountBPFFS(st.BPFFS); err != nil {
+			return err
+		}
+		argv = func(n lab.Node) []string { return p.ebpfProxyArgv(agent, st.Config, n, objs[n.Name]) }
+	}
 	st.ProxyPIDs = map[string]int{}
 	for _, n := range st.Nodes {
-		pid, err := startDetached(n.Name, p.proxyLog(cfg.Name, n.Name), p.nodeProxyArgv(cfg.Name, n.Name))
+		pid, err := startDetached(n.Name, p.proxyLog(cfg.Name, n.Name), argv(n))
 		if err != nil {
 			return err
 		}
@@ -203,7 +238,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.waitForProxies(ctx, st); err != nil {
 		return err
 	}
-	done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
+	if cfg.Dataplane == lab.EBPF {
+		done(fmt.Sprintf("Loading Cilium's datapath (tcx on %s) and its service maps on every node 🔧", strings.Join(ebpfDevices, ", ")))
+	} else {
+		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
+	}
 	h.Close()
 	fmt.Fprintf(progress, "Lab %q is ready. Nodes:\n", cfg.Name)
 	for _, n := range st.Nodes {
@@ -296,6 +335,12 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 	var errs []error
 	for i := len(st.Namespaces) - 1; i >= 0; i-- {
 		if err := removeNamespace(ctx, st.Namespaces[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Last, once the agents are stopped and the interfaces that held the programs are gone: the pins.
+	if st.BPFFS != "" {
+		if err := unmountBPFFS(st.BPFFS); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -57,6 +57,8 @@ type Lab struct {
 	Namespaces []string `json:"namespaces"`
 	// ProxyPIDs maps each node to the pid of its Service proxy process.
 	ProxyPIDs map[string]int `json:"proxyPIDs,omitempty"`
+	// BPFFS is the lab's private bpf filesystem (ebpf dataplane), recorded before it is mounted.
+	BPFFS string `json:"bpffs,omitempty"`
 
 	Deployments    []appsv1.Deployment         `json:"deployments,omitempty"`
 	Pods           []v1.Pod                    `json:"pods,omitempty"`

@@ -17,6 +17,7 @@ type flags struct {
 	Workers           int
 	NodePortRange     string
 	NodePortAddresses []string
+	LBAlgorithm       string
 }
 
 // NewCommand returns the up command.
@@ -36,6 +37,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	cmd.Flags().IntVar(&f.Workers, "workers", 2, "number of worker nodes")
 	cmd.Flags().StringVar(&f.NodePortRange, "service-node-port-range", lab.DefaultNodePortRange, "apiserver --service-node-port-range")
 	cmd.Flags().StringSliceVar(&f.NodePortAddresses, "nodeport-addresses", nil, "kube-proxy --nodeport-addresses: CIDRs whose local addresses serve NodePorts (default: all)")
+	cmd.Flags().StringVar(&f.LBAlgorithm, "lb-algorithm", "", "ebpf dataplane: Cilium's --bpf-lb-algorithm, random (default) or maglev")
 	return cmd
 }
 
@@ -54,5 +56,6 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		Workers:           f.Workers,
 		NodePortRange:     f.NodePortRange,
 		NodePortAddresses: f.NodePortAddresses,
+		LBAlgorithm:       f.LBAlgorithm,
 	}, streams.Err)
 }

@@ -1,0 +1,166 @@
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// The ebpf dataplane: each node runs Cilium's bpf_host, compiled for it, loaded and kept programmed by
+// k8sguide-cilium (the nested module dataplanes/ebpf/cilium), on the node's eth0 and on its pod bridge cni0.
+// cni0 carries it because the lab's pods have no bpf_lxc: a NodePort reply from a pod on this node comes back
+// over cni0, and only bpf_host there undoes the NodePort SNAT and DNAT (Cilium attaches bpf_host to every
+// native device for the same reason).
+
+// AgentEnv overrides where k8sguide-cilium is.
+const AgentEnv = "K8SGUIDE_CILIUM_AGENT"
+
+// AgentName is the node agent's binary, built beside k8sguide by `make build`.
+const AgentName = "k8sguide-cilium"
+
+// ebpfDevices are the interfaces bpf_host is attached to, NodePort device first.
+var ebpfDevices = []string{"eth0", "cni0"}
+
+// agentPath finds k8sguide-cilium: $K8SGUIDE_CILIUM_AGENT, beside the k8sguide binary, or on PATH.
+func (p *Provider) agentPath() (string, error) {
+	if a := os.Getenv(AgentEnv); a != "" {
+		if _, err := os.Stat(a); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", AgentEnv, a, err)
+		}
+		return a, nil
+	}
+	beside := filepath.Join(filepath.Dir(p.Exe), AgentName)
+	if _, err := os.Stat(beside); err == nil {
+		return beside, nil
+	}
+	if a, err := exec.LookPath(AgentName); err == nil {
+		return a, nil
+	}
+	return "", fmt.Errorf("%s (the ebpf dataplane's node agent) not found beside %s or on PATH: build it with `make build` (or set %s)", AgentName, p.Exe, AgentEnv)
+}
+
+// checkEBPF says what this machine lacks to run Cilium's datapath, in one line.
+func (p *Provider) checkEBPF() error {
+	if err := checkBPFFS(); err != nil {
+		return err
+	}
+	if _, err := datapath.FindClang(); err != nil {
+		return err
+	}
+	if _, err := datapath.Sources(); err != nil {
+		return err
+	}
+	_, err := p.agentPath()
+	return err
+}
+
+// checkBPFFS tells whether the kernel can mount a bpf filesystem.
+func checkBPFFS() error {
+	data, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return fmt.Errorf("reading /proc/filesystems: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] == "bpf" {
+			return nil
+		}
+	}
+	return datapath.ErrNoBPFFS
+}
+
+// BPFFSDir is the lab's private bpf filesystem: a bpffs instance of its own, mounted in the lab's directory, so
+// that its pins never meet Cilium's or another lab's in /sys/fs/bpf, and unmounting it removes them all. It is
+// outside /sys, which `ip netns exec` remounts: every process in a node sees it.
+func BPFFSDir(store state.Store, labName string) string {
+	return filepath.Join(store.Dir(labName), "bpffs")
+}
+
+// NodeBPFFS is a node's directory in the lab's bpffs: maps in tc/globals (as on a Cilium node), links in links/.
+func NodeBPFFS(store state.Store, labName, node string) string {
+	return filepath.Join(BPFFSDir(store, labName), node)
+}
+
+func mountBPFFS(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("bpffs", dir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mounting a bpf filesystem on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountBPFFS removes the lab's bpffs, and with it every pin in it (the links: their programs detach unless
+// an interface still holds them, and interfaces go with the namespaces).
+func unmountBPFFS(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		return os.RemoveAll(dir)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting %s: %w", dir, err)
+	}
+	return os.Remove(dir)
+}
+
+// compileNodes builds bpf_host for every node at once (one clang per node; each takes 2-3 s).
+func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]string, error) {
+	objs := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for _, n := range nodes {
+		wg.Go(func() {
+			obj, err := datapath.Compile(ctx, datapath.Options{NodeIP: netip.MustParseAddr(n.IP)}, datapath.CacheDir())
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			objs[n.Name] = obj
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	return objs, nil
+}
+
+// ebpfProxyArgv is the command line of a node's k8sguide-cilium.
+func (p *Provider) ebpfProxyArgv(agent string, cfg lab.Config, n lab.Node, object string) []string {
+	alg := cfg.LBAlgorithm
+	if alg == "" {
+		alg = lab.LBRandom
+	}
+	return []string{agent, "node",
+		"--node", n.Name,
+		"--node-ip", n.IP,
+		"--object", object,
+		"--bpffs", NodeBPFFS(p.Store, cfg.Name, n.Name),
+		"--devices", strings.Join(ebpfDevices, ","),
+		"--lb-algorithm", alg,
+		"--nodeport-range", cfg.NodePortRange,
+		"--state", p.Store.StatePath(cfg.Name),
+		"--applied", appliedPath(p.Store.Dir(cfg.Name), n.Name),
+	}
+}
