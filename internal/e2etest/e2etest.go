@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/state"
 )

@@ -108,5 +108,5 @@ require (
 )
 
 // The module proxy refuses statedb v0.8.4 (403), which Cilium v1.20.2 requires; v0.8.3 builds and Cilium's
-// load-balancer packages use nothing v0.8.4 added.
+// load-balancer packages build against it unchanged.
 replace github.com/cilium/statedb => github.com/cilium/statedb v0.8.3

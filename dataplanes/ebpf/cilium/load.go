@@ -28,10 +28,10 @@ type netdevObjects struct {
 // datapath is a node's loaded bpf_host: its pinned maps, and the tcx links that keep the programs attached.
 type datapath struct {
 	services, backends, revNat, affinityMatch, maglevOuter *ebpf.Map
-	maglevInner                                           *ebpf.MapSpec
-	maglevTableSize                                       uint
-	hashSeed                                              maglev.Config
-	links                                                 []link.Link
+	maglevInner                                            *ebpf.MapSpec
+	maglevTableSize                                        uint
+	hashSeed                                               maglev.Config
+	links                                                  []link.Link
 }
 
 func (d *datapath) Close() {

@@ -6,18 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"time"
 
-	"github.com/cilium/cilium/pkg/hive"
+	cmtypes "github.com/cilium/cilium/pkg/clustermesh/types"
 	"github.com/cilium/cilium/pkg/loadbalancer"
 	"github.com/cilium/cilium/pkg/loadbalancer/maps"
 	"github.com/cilium/cilium/pkg/maglev"
 	"github.com/cilium/cilium/pkg/u8proto"
-	cmtypes "github.com/cilium/cilium/pkg/clustermesh/types"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/hive/cell"
 	v1 "k8s.io/api/core/v1"
@@ -77,7 +75,6 @@ func newWriter(logger *slog.Logger, dp *datapath, o options) (*writer, error) {
 	if err := lc.Start(logger, context.Background()); err != nil {
 		return nil, err
 	}
-	_ = hive.New // keep the agent's hive version pinned with the maglev cell's
 	return &writer{logger: logger, dp: dp, o: o, maglev: ml,
 		serviceIDs: map[loadbalancer.L3n4Addr]loadbalancer.ServiceID{},
 		backendIDs: map[loadbalancer.L3n4Addr]loadbalancer.BackendID{},
@@ -451,5 +448,3 @@ func remove[K comparable, V any](m *ebpf.Map, want, have map[K]V) error {
 	}
 	return nil
 }
-
-var _ = net.IPv4zero
