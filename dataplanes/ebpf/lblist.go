@@ -1,0 +1,76 @@
+package ebpf
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// lbListEntry is the second column of `cilium-dbg bpf lb list` for one services-map entry, as dumpSVC in
+// cilium-dbg/cmd/bpf_lb_list.go (v1.20.2) formats it.
+func (s *State) lbListEntry(e ServiceEntry) string {
+	if e.Key.Slot == 0 {
+		flags := e.Value.ServiceFlags()
+		extra := ""
+		if flags&FlagL7LoadBalancer != 0 {
+			extra = fmt.Sprintf("(L7LB Proxy Port: %d)", e.Value.L7ProxyPort())
+		}
+		// The trailing space when extra is empty is cilium-dbg's too.
+		return fmt.Sprintf("%s:%d (%d) (%d) [%s] %s", "0.0.0.0", 0, e.Value.RevNAT, e.Key.Slot, flags, extra)
+	}
+	b, ok := s.backend(e.Value.BackendID)
+	if !ok {
+		return fmt.Sprintf("backend %d not found", e.Value.BackendID)
+	}
+	addr := b.Value.Address.String()
+	if b.Value.ClusterID != 0 {
+		addr += fmt.Sprintf("@%d", b.Value.ClusterID) // AddrCluster.String()
+	}
+	return fmt.Sprintf("%s:%d/%s (%d) (%d)", addr, b.Value.Port, ProtoName(b.Value.Proto), e.Value.RevNAT, e.Key.Slot)
+}
+
+// LBList prints what `cilium-dbg bpf lb list` prints for IPv4: one line per services-map entry, through the
+// same tabwriter settings (TablePrinter in cilium-dbg/cmd/helpers.go). cilium-dbg prints in Go map order,
+// which is random; LBList sorts by address, port, protocol, scope and slot so the output is stable.
+func LBList(s *State) string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 5, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "%s\t%s\n", "SERVICE ADDRESS", "BACKEND ADDRESS (REVNAT_ID) (SLOT)")
+	for _, e := range sortedServices(s) {
+		fmt.Fprintf(w, "%s\t%s\t\n", e.Key.String(), s.lbListEntry(e))
+	}
+	w.Flush()
+	return sb.String()
+}
+
+// LBListWide is LBList with the raw bytes: the services-map key and value, and for backend slots the
+// backends-map value (hex, as the map holds them: network-order addresses and ports, host-order counters).
+func LBListWide(s *State) string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 5, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", "SERVICE ADDRESS", "BACKEND ADDRESS (REVNAT_ID) (SLOT)", "KEY", "VALUE", "BACKEND VALUE")
+	for _, e := range sortedServices(s) {
+		bv := ""
+		if e.Key.Slot != 0 {
+			if b, ok := s.backend(e.Value.BackendID); ok {
+				bv = b.Raw.Value.String()
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", e.Key.String(), strings.TrimSpace(s.lbListEntry(e)), e.Raw.Key, e.Raw.Value, bv)
+	}
+	w.Flush()
+	return sb.String()
+}
+
+func sortedServices(s *State) []ServiceEntry {
+	out := append([]ServiceEntry(nil), s.Services...)
+	sort.SliceStable(out, func(i, j int) bool { return lessServiceKey(out[i].Key, out[j].Key) })
+	return out
+}
+
+// frontendString is a frontend as the walk names it: 172.18.0.2:30510/TCP.
+func frontendString(k ServiceKey) string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Address, k.Port), ProtoName(k.Proto))
+}
