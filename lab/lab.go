@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -119,6 +120,20 @@ type Status struct {
 	Client string `json:"client,omitempty"`
 	// Proxies tells, per node, whether its proxy is running and which state generation it has applied.
 	Proxies map[string]ProxyStatus `json:"proxies,omitempty"`
+	// BPFFS is where the ebpf dataplane pins its maps: the lab's own bpf filesystem, with a directory per node
+	// ("" means Cilium's own place on every node, /sys/fs/bpf).
+	BPFFS string `json:"bpffs,omitempty"`
+}
+
+// DefaultCiliumMaps is where a Cilium node pins its maps.
+const DefaultCiliumMaps = "/sys/fs/bpf/tc/globals"
+
+// CiliumMaps is the directory holding a node's pinned Cilium maps.
+func (s Status) CiliumMaps(node string) string {
+	if s.BPFFS == "" {
+		return DefaultCiliumMaps
+	}
+	return filepath.Join(s.BPFFS, node, "tc", "globals")
 }
 
 // ProxyStatus is the state of one node's Service proxy.

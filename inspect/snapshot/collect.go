@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/inspect/netstate"
 )
 
@@ -31,7 +32,10 @@ var Sysctls = []string{
 // `docker exec` on kind). What cannot be read is listed in Missing; only a node with no rules at all fails.
 // The rules, the addresses and routes, conntrack and xt_recent are read concurrently: on a node with
 // thousands of Services the rule listing is nearly all of the time, and the rest hides behind it.
-func Collect(ctx context.Context) (*Snapshot, error) {
+//
+// bpffs is the directory of the node's pinned Cilium maps. When it is "", Cilium's own place
+// (/sys/fs/bpf/tc/globals) is read if it holds them, as on a real Cilium node.
+func Collect(ctx context.Context, bpffs string) (*Snapshot, error) {
 	s := &Snapshot{Version: Version, TakenAt: time.Now().UTC()}
 	var mu sync.Mutex
 	missing := func(what string, err error) {
@@ -51,15 +55,33 @@ func Collect(ctx context.Context) (*Snapshot, error) {
 		}
 	})
 	wg.Go(func() { collectRecent(&s.Net) })
+	wg.Go(func() { collectEBPF(s, bpffs, missing) })
 	wg.Wait()
 	if netErr != nil {
 		return nil, netErr
 	}
 	sort.Strings(s.Missing)
-	if s.Iptables == nil && s.NftablesText == "" {
-		return nil, fmt.Errorf("no iptables or nftables rules could be read on this node (%s)", strings.Join(s.Missing, "; "))
+	if s.Iptables == nil && s.NftablesText == "" && s.EBPF == nil {
+		return nil, fmt.Errorf("no iptables or nftables rules or Cilium maps could be read on this node (%s)", strings.Join(s.Missing, "; "))
 	}
 	return s, nil
+}
+
+// collectEBPF reads Cilium's maps: from bpffs when given (a failure is then missing), else from Cilium's own
+// place when it has them.
+func collectEBPF(s *Snapshot, bpffs string, missing func(string, error)) {
+	if bpffs == "" {
+		if _, err := os.Stat(filepath.Join(ebpf.DefaultBPFFS, ebpf.MapServices)); err != nil {
+			return
+		}
+		bpffs = ebpf.DefaultBPFFS
+	}
+	st, err := ebpf.Collect(bpffs)
+	if err != nil {
+		missing("Cilium maps", err)
+		return
+	}
+	s.EBPF = st
 }
 
 // collectRules reads iptables, then the nf_tables tables iptables does not cover.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/inspect/netstate"
 )
 
@@ -29,6 +30,9 @@ type Snapshot struct {
 	NftablesText    string          `json:"nftablesText,omitempty"`
 	NftablesOmitted []string        `json:"nftablesOmitted,omitempty"`
 	Nftables        json.RawMessage `json:"nftables,omitempty"`
+	// EBPF is Cilium's datapath on the node: its load-balancing and conntrack maps, the programs attached to
+	// the interfaces and their load-time constants.
+	EBPF *ebpf.State `json:"ebpf,omitempty"`
 
 	Net        netstate.State `json:"net"`
 	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`

@@ -48,7 +48,11 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		k, kerr = kubernetesNames(ctx, p, name, st)
 	}()
 	var out, errb bytes.Buffer
-	err = p.Exec(ctx, name, node, []string{exe, "internal", "collect"}, lab.Streams{Out: &out, Err: &errb})
+	argv := []string{exe, "internal", "collect"}
+	if st.Dataplane == lab.EBPF {
+		argv = append(argv, "--bpffs", st.CiliumMaps(node))
+	}
+	err = p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb})
 	<-names
 	if err != nil {
 		if msg := strings.TrimSpace(errb.String()); msg != "" {

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
+	"github.com/k8sguide/k8sguide/lab"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -212,6 +214,9 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 			origin.Iif = "eth0"
 		}
 	}
+	if s.EBPF != nil && (s.Dataplane == string(lab.EBPF) || s.Dataplane == "" && s.Iptables == nil && s.NftablesText == "" && len(s.Nftables) == 0) {
+		return traceEBPF(s, flow, from, origin)
+	}
 	rs, dataplane, err := rulesets(s)
 	if err != nil {
 		return nil, err
@@ -223,6 +228,28 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 		names = s.PodByIP
 	}
 	t.Paths, t.Notes, t.Conntrack = netfilter.Run(rs, &s.Net, flow, origin, names)
+	t.Finish()
+	t.Service = qualifyService(s, t.Service, flow)
+	return t, nil
+}
+
+// traceEBPF walks Cilium's maps. bpf_host's cil_from_netdev sees packets that arrive on an interface it is
+// attached to; a packet the node makes itself reaches Cilium's load-balancer only through the socket LB
+// (bpf_sock), which this datapath does not load.
+func traceEBPF(s *snapshot.Snapshot, flow trace.Flow, from string, origin netfilter.Origin) (*trace.Trace, error) {
+	t := &trace.Trace{Dataplane: string(lab.EBPF), Node: s.Node, Packet: trace.Packet{
+		Src: srcString(flow), Dst: netip.AddrPortFrom(flow.Dst, flow.Dport).String(), Proto: flow.Proto, From: from, InIface: origin.Iif}}
+	if origin.FromNode {
+		return nil, fmt.Errorf("--from node: on an ebpf node a packet the node makes goes to Cilium's load-balancer only through the socket LB (bpf_sock), which this datapath does not load; trace from the client or a pod")
+	}
+	var names func(netip.Addr) (string, string)
+	if s.Kubernetes != nil {
+		names = s.PodByIP
+	}
+	t.Paths, t.Notes, t.Conntrack = ebpf.WalkFrom(s.EBPF, flow, origin.Iif, names)
+	if len(t.Paths) == 0 {
+		return nil, fmt.Errorf("the Cilium maps of %s gave no path for %s", s.Node, t.Packet.Dst)
+	}
 	t.Finish()
 	t.Service = qualifyService(s, t.Service, flow)
 	return t, nil

@@ -44,6 +44,9 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req Request)
 	if err != nil {
 		return nil, err
 	}
+	if pred.Dataplane == string(lab.EBPF) {
+		return verifyEBPF(ctx, p, name, node, source, pred)
+	}
 	flow, _ := pred.Packet.ParseFlow()
 	kf := kerneltrace.Flow{Dst: flow.Dst, Dport: flow.Dport, Sport: flow.Sport, Proto: "tcp"}
 	if pred.Packet.From != "node" {

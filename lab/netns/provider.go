@@ -354,7 +354,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	if err != nil {
 		return lab.Status{}, err
 	}
-	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}}
+	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}, BPFFS: st.BPFFS}
 	for _, n := range st.Nodes {
 		s.Proxies[n.Name] = p.proxyStatus(name, st.ProxyPIDs[n.Name], n.Name)
 	}

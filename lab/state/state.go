@@ -228,6 +228,7 @@ type Brief struct {
 	Generation int64          `json:"generation"`
 	Nodes      []lab.Node     `json:"nodes"`
 	ProxyPIDs  map[string]int `json:"proxyPIDs,omitempty"`
+	BPFFS      string         `json:"bpffs,omitempty"`
 	Pods       []BriefPod     `json:"pods,omitempty"`
 }
 
@@ -270,6 +271,8 @@ func (s Store) Brief(name string) (*Brief, error) {
 				dst = &b.Nodes
 			case "proxyPIDs":
 				dst = &b.ProxyPIDs
+			case "bpffs":
+				dst = &b.BPFFS
 			case "pods":
 				dst = &b.Pods
 			default:

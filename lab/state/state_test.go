@@ -111,13 +111,13 @@ func TestViewFollowsSaves(t *testing.T) {
 
 // Brief stops reading at the Services, so everything it holds must come before them in the file.
 func TestBriefFieldsComeFirst(t *testing.T) {
-	data, err := json.Marshal(&Lab{Nodes: []lab.Node{{Name: "n"}}, ProxyPIDs: map[string]int{"n": 1},
+	data, err := json.Marshal(&Lab{Nodes: []lab.Node{{Name: "n"}}, ProxyPIDs: map[string]int{"n": 1}, BPFFS: "/b",
 		Pods: []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}, Services: []v1.Service{{}}, EndpointSlices: []discoveryv1.EndpointSlice{{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	services := strings.Index(string(data), `"services"`)
-	for _, key := range []string{`"config"`, `"phase"`, `"generation"`, `"nodes"`, `"proxyPIDs"`, `"pods"`} {
+	for _, key := range []string{`"config"`, `"phase"`, `"generation"`, `"nodes"`, `"proxyPIDs"`, `"bpffs"`, `"pods"`} {
 		if i := strings.Index(string(data), key); i < 0 || i > services {
 			t.Errorf("%s is not before \"services\" in the state file", key)
 		}

@@ -19,6 +19,7 @@ import (
 	execcmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/exec"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/get"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/internal"
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/lb"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeip"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeport"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scale"
@@ -50,6 +51,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		execcmd.NewCommand(streams),
 		snapshot.NewCommand(streams),
 		tracecmd.NewCommand(streams),
+		lb.NewCommand(streams),
 		internal.NewCommand(streams),
 	)
 	return root

@@ -60,17 +60,20 @@ func podServer() *cobra.Command {
 }
 
 func collect(streams lab.Streams) *cobra.Command {
-	return &cobra.Command{
+	var bpffs string
+	cmd := &cobra.Command{
 		Use:  "collect",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := snapshot.Collect(cmd.Context())
+			s, err := snapshot.Collect(cmd.Context(), bpffs)
 			if err != nil {
 				return err
 			}
 			return json.NewEncoder(streams.Out).Encode(s)
 		},
 	}
+	cmd.Flags().StringVar(&bpffs, "bpffs", "", "the node's pinned Cilium maps (default: "+lab.DefaultCiliumMaps+" when it has them)")
+	return cmd
 }
 
 // kernelTrace traces one flow in the node it runs in: it prints READY once the kernel's events are being

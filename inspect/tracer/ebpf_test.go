@@ -1,0 +1,274 @@
+package tracer_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+
+	cebpf "github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/internal/e2etest"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// These tests check the ebpf trace against Cilium's datapath itself, three ways:
+//   - BPF_PROG_TEST_RUN: the loaded cil_from_netdev program is run on a crafted SYN (no traffic at all), and
+//     the destination it rewrites the packet to must be one the trace predicted — exactly the one, with
+//     Maglev or once a conntrack entry pins the flow;
+//   - real connections: the pod that answers must be one the trace predicted (exactly, with Maglev), and a
+//     trace made after the connection must find the conntrack entry the datapath wrote, naming that pod;
+//   - with Maglev, for many source ports, the predicted backend is exactly the one that answers.
+
+const tcActRedirect = 7 // TC_ACT_REDIRECT: bpf_host forwards a NodePort packet itself (FIB lookup + redirect)
+
+// predict runs `trace -o json` for a flow from the client with a fixed source port.
+func predict(t *testing.T, name, node, dst string, sport int) *trace.Trace {
+	t.Helper()
+	out, err := e2etest.Quiet("trace", "--name", name, "--node", node, "--dst", dst,
+		"--src", "172.18.0.1:"+strconv.Itoa(sport), "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr trace.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatalf("trace output: %v", err)
+	}
+	return &tr
+}
+
+// runProgram runs the node's attached cil_from_netdev (eth0 ingress) on a TCP SYN from the client's address
+// and port to dst with BPF_PROG_TEST_RUN, from a thread inside the node's network namespace (the program's
+// FIB lookups and map state are the node's). It returns the verdict and the packet's new destination.
+func runProgram(t *testing.T, name, node string, dst netip.AddrPort, sport uint16) (uint32, netip.AddrPort) {
+	t.Helper()
+	pin := filepath.Join(netns.NodeBPFFS(state.Store{Root: e2etest.StateDir}, name, node), "links", "eth0", "cil_from_netdev")
+	type result struct {
+		verdict uint32
+		out     []byte
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The thread goes back to its own namespace afterwards: if it is the main thread, which the runtime
+		// never retires, the whole test process would otherwise count as the node's (and `down` would kill it).
+		runtime.LockOSThread()
+		r := result{}
+		defer func() { done <- r }()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer own.Close()
+		defer func() {
+			if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
+		f, err := os.Open(filepath.Join("/run/netns", node))
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			r.err = err
+			return
+		}
+		eth0, err := net.InterfaceByName("eth0")
+		if err != nil {
+			r.err = err
+			return
+		}
+		l, err := link.LoadPinnedLink(pin, nil)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer l.Close()
+		info, err := l.Info()
+		if err != nil {
+			r.err = err
+			return
+		}
+		prog, err := cebpf.NewProgramFromID(info.Program)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer prog.Close()
+		pkt := synPacket(eth0.HardwareAddr, netip.MustParseAddr("172.18.0.1"), sport, dst)
+		out := make([]byte, len(pkt)+256)
+		ctx := &skbContext{Ifindex: uint32(eth0.Index), IngressIfindex: uint32(eth0.Index)}
+		r.verdict, r.err = prog.Run(&cebpf.RunOptions{Data: pkt, DataOut: out, Context: ctx})
+		r.out = out
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN of %s on %s: %v", pin, node, r.err)
+	}
+	ip := r.out[14:]
+	d := netip.AddrFrom4([4]byte(ip[16:20]))
+	port := binary.BigEndian.Uint16(ip[20+2 : 20+4])
+	return r.verdict, netip.AddrPortFrom(d, port)
+}
+
+// skbContext is the head of struct __sk_buff that BPF_PROG_TEST_RUN takes as the program's context: len,
+// pkt_type, mark, queue_mapping, protocol, vlan_present, vlan_tci, vlan_proto, priority, ingress_ifindex,
+// ifindex, … (the kernel copies the fields it allows and leaves the rest zero).
+type skbContext struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex                                                               uint32
+	TCIndex                                                                               uint32
+	CB                                                                                    [5]uint32
+}
+
+// synPacket is an Ethernet frame holding a TCP SYN with correct checksums.
+func synPacket(dstMAC net.HardwareAddr, src netip.Addr, sport uint16, dst netip.AddrPort) []byte {
+	pkt := make([]byte, 14+20+20)
+	copy(pkt[0:6], dstMAC)
+	copy(pkt[6:12], []byte{0x0a, 0x58, 0xac, 0x12, 0x00, 0x01})
+	binary.BigEndian.PutUint16(pkt[12:14], 0x0800)
+	ip := pkt[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:4], 40)
+	ip[8] = 64
+	ip[9] = unix.IPPROTO_TCP
+	s4, d4 := src.As4(), dst.Addr().As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	binary.BigEndian.PutUint16(ip[10:12], checksum(ip, 0))
+	tcp := pkt[34:54]
+	binary.BigEndian.PutUint16(tcp[0:2], sport)
+	binary.BigEndian.PutUint16(tcp[2:4], dst.Port())
+	binary.BigEndian.PutUint32(tcp[4:8], 1)
+	tcp[12] = 5 << 4
+	tcp[13] = 0x02 // SYN
+	binary.BigEndian.PutUint16(tcp[14:16], 64240)
+	var pseudo uint32
+	for i := 0; i < 4; i += 2 {
+		pseudo += uint32(binary.BigEndian.Uint16(s4[i:])) + uint32(binary.BigEndian.Uint16(d4[i:]))
+	}
+	pseudo += unix.IPPROTO_TCP + 20
+	binary.BigEndian.PutUint16(tcp[16:18], checksum(tcp, pseudo))
+	return pkt
+}
+
+func checksum(b []byte, sum uint32) uint16 {
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+func endpointSet(tr *trace.Trace) map[string]bool {
+	set := map[string]bool{}
+	for _, e := range tr.Endpoints {
+		set[e.Addr()] = true
+	}
+	return set
+}
+
+func TestEBPFTraceAgreesWithKernel(t *testing.T) {
+	for _, alg := range []string{lab.LBRandom, lab.LBMaglev} {
+		t.Run(alg, func(t *testing.T) {
+			e2etest.NeedRoot(t)
+			e2etest.NeedEBPF(t)
+			testEBPFAgreement(t, alg)
+		})
+	}
+}
+
+func testEBPFAgreement(t *testing.T, alg string) {
+	name := "trc-eb" + alg[:1]
+	e2etest.UpLab(t, name, "--dataplane", "ebpf", "--lb-algorithm", alg)
+	e2etest.MustK8sguide(t, "deploy", "--name", name)
+	e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	np := e2etest.NodePortOf(t, name, "web")
+	node := name + "-worker"
+	dst := netip.MustParseAddrPort(nodeIP(t, name, node) + ":" + np)
+
+	// BPF_PROG_TEST_RUN: 40 fresh source ports.
+	seen := map[string]int{}
+	for i := range 40 {
+		sport := uint16(20000 + i)
+		tr := predict(t, name, node, dst.String(), int(sport))
+		want := endpointSet(tr)
+		if len(want) != 3 && alg == lab.LBRandom || len(want) != 1 && alg == lab.LBMaglev {
+			t.Fatalf("sport %d: predicted endpoints %v", sport, want)
+		}
+		verdict, got := runProgram(t, name, node, dst, sport)
+		if verdict != tcActRedirect {
+			t.Errorf("sport %d: verdict %d, want TC_ACT_REDIRECT (%d)", sport, verdict, tcActRedirect)
+		}
+		if !want[got.String()] {
+			t.Errorf("sport %d: the program rewrote the destination to %s; the trace predicted %v", sport, got, want)
+		}
+		seen[got.String()]++
+		// The datapath has written a conntrack entry for the flow: now the trace must name exactly that
+		// backend, found through the entry.
+		again := predict(t, name, node, dst.String(), int(sport))
+		if again.Conntrack == nil || len(again.Endpoints) != 1 || again.Endpoints[0].Addr() != got.String() {
+			t.Errorf("sport %d after the program ran: trace endpoints %v, conntrack %v; want exactly %s through the entry", sport, again.Endpoints, again.Conntrack, got)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("over 40 source ports the program chose %v; want all 3 backends", seen)
+	}
+	t.Logf("BPF_PROG_TEST_RUN backends over 40 flows: %v", seen)
+
+	// Real connections from the client (`trace --verify`: a fresh source port each, the prediction, the
+	// connection, then the conntrack entry the datapath wrote for it). With Maglev the prediction is a single
+	// backend, so agreement means exactly that backend answered and was recorded.
+	answered := map[string]int{}
+	for range 30 {
+		v := verify(t, name, "--node", node, "--dst", dst.String())
+		if v.Result != "agree" {
+			t.Errorf("%s", disagreement(v))
+			continue
+		}
+		if alg == lab.LBMaglev && len(v.Prediction.Paths) != 1 {
+			t.Errorf("maglev prediction for %s has %d paths, want exactly one", v.Prediction.Packet.Src, len(v.Prediction.Paths))
+		}
+		answered[v.Connection.Pod]++
+	}
+	t.Logf("real connections answered by %v", answered)
+	if len(answered) != 3 {
+		t.Errorf("30 connections were answered by %v; want all 3 pods", answered)
+	}
+	if t.Failed() {
+		out, _ := e2etest.Quiet("lb", "list", "--name", name, "--node", node)
+		fmt.Println(out)
+	}
+}
+
+func podName(nsName string) string {
+	if _, n, ok := cutSlash(nsName); ok {
+		return n
+	}
+	return nsName
+}
+
+func cutSlash(s string) (string, string, bool) {
+	for i := range len(s) {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
