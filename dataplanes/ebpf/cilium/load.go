@@ -170,5 +170,8 @@ func netdevConstants(o options, iface netlink.Link, mcfg maglev.Config) *config.
 	cfg.DeviceMTU = uint16(iface.Attrs().MTU)
 	cfg.NATIPv4Masquerade.Addr = o.nodeIP.As4()
 	cfg.EphemeralMin = 32768
+	// The agent's default (--enable-no-service-endpoints-routable): a Service without endpoints still owns its
+	// frontends, and the datapath answers for it instead of passing the packet to the stack.
+	cfg.EnableNoServiceEndpointsRoutable = true
 	return cfg
 }

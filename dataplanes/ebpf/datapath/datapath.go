@@ -128,9 +128,8 @@ func Defines(o Options) []string {
 		"-DENABLE_SESSION_AFFINITY=1",
 		"-DENABLE_HOST_ROUTING=1",
 		fmt.Sprintf("-DIPV4_DIRECT_ROUTING=%#x", le),
-		// The agent's default: without it the datapath looks services up with protocol 0, and frontends written
-		// with their real protocol are never found.
-		"-DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION=1",
+		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
+		// carry the protocol and the define is gone.)
 	}
 }
 
