@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
@@ -255,8 +257,17 @@ func TestBadInput(t *testing.T) {
 		{[]string{"up", "--name", "e2e-bad2", "--service-node-port-range", "40000-30000"}, "invalid --service-node-port-range"},
 		{[]string{"up", "--name", "Bad_Name"}, "invalid lab name"},
 		{[]string{"scale", "--name", name, "--deployment", "nope", "--replicas", "2"}, `deployments.apps "nope" not found`},
+		{[]string{"up", "--name", "e2e-bad2", "--lb-algorithm", "maglev"}, "needs --dataplane ebpf"},
+		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "ebpf", "--lb-algorithm", "roundrobin"}, `--lb-algorithm "roundrobin"`},
+		{[]string{"lb", "list", "--bpffs", os.TempDir()}, "is not on a bpf filesystem"},
+		{[]string{"lb", "list", "--name", name}, "has no Cilium maps"},
+		// A machine whose only clang is bookworm's 14: up says which package to install, and makes nothing.
+		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "ebpf"}, "install the clang-19 package"},
 	} {
 		cmd := exec.Command(e2etest.Binary, tc.args...)
+		if slices.Contains(tc.args, "ebpf") {
+			cmd.Env = append(os.Environ(), "PATH="+oldClangPath(t))
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -282,20 +293,54 @@ func TestBadInput(t *testing.T) {
 	assertNothingLeft(t, "e2e-bad3")
 }
 
+// oldClangPath is a PATH holding iproute2's ip and a clang that says it is Debian bookworm's 14.0.6.
+func oldClangPath(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ip, filepath.Join(dir, "ip")); err != nil {
+		t.Fatal(err)
+	}
+	clang := "#!/bin/sh\necho 'Debian clang version 14.0.6'\n"
+	if err := os.WriteFile(filepath.Join(dir, "clang"), []byte(clang), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestInterruptedUpLeavesNothing sends SIGINT while `up` runs: everything made so far must be removed.
 func TestInterruptedUpLeavesNothing(t *testing.T) {
 	needRoot(t, "iptables-restore")
 	name := "e2e-int"
 	defer assertNothingLeft(t, name)
-	for _, delay := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond} {
-		cmd := exec.Command(e2etest.Binary, "up", "--name", name)
+	type run struct {
+		delay time.Duration
+		args  []string
+	}
+	runs := []run{{50 * time.Millisecond, nil}, {150 * time.Millisecond, nil}}
+	if _, err := datapath.FindClang(); err == nil {
+		// ebpf: during the namespaces, the compile, the load and attach (with the objects cached, up takes
+		// about a second).
+		e2etest.NeedEBPF(t)
+		for _, d := range []time.Duration{200, 500, 800} {
+			runs = append(runs, run{d * time.Millisecond, []string{"--dataplane", "ebpf"}})
+		}
+	} else {
+		t.Logf("ebpf interruptions not tried: %v", err)
+	}
+	for _, r := range runs {
+		delay := r.delay
+		cmd := exec.Command(e2etest.Binary, append([]string{"up", "--name", name}, r.args...)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(delay)
 		cmd.Process.Signal(os.Interrupt)
 		err := cmd.Wait()
-		t.Logf("up interrupted after %v: %v", delay, err)
+		t.Logf("up %v interrupted after %v: %v", r.args, delay, err)
 		if err == nil {
 			// It finished before the signal: tear it down normally.
 			mustK8sguide(t, "down", "--name", name)
