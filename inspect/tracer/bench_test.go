@@ -61,3 +61,46 @@ func BenchmarkTrace5000(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTraceEBPF5000 builds a one-node ebpf lab whose Cilium maps hold 5,000 NodePort Services × 3
+// endpoints (20,000 frontends: ClusterIP, node address and 0.0.0.0 per Service, 80,000 service-map entries),
+// then times `k8sguide trace --node` (collect the maps, walk a NodePort packet) and `k8sguide lb list`, with
+// the trace's peak memory.
+func BenchmarkTraceEBPF5000(b *testing.B) {
+	e2etest.NeedRoot(b)
+	e2etest.NeedEBPF(b)
+	file := filepath.Join(b.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(5000, "NodePort")), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	name := "bench-trc-ebp"
+	b.StopTimer()
+	e2etest.UpLab(b, name, "--dataplane", "ebpf", "--workers", "0", "--service-node-port-range", "30000-39999")
+	start := time.Now()
+	e2etest.MustK8sguide(b, "deploy", "--name", name, file)
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "deploy-ms")
+	node := name + "-control-plane"
+	np := e2etest.NodePortOf(b, name, "svc-4999")
+	var traceTime, listTime time.Duration
+	var peak int64
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		b.StartTimer()
+		out, peakKB, err := e2etest.Measure(e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", "172.18.0.2:"+np, "-o", "json")
+		b.StopTimer()
+		traceTime += time.Since(start)
+		if err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		peak = max(peak, peakKB)
+		start = time.Now()
+		if _, err := e2etest.Quiet("lb", "list", "--name", name, "--node", node); err != nil {
+			b.Fatal(err)
+		}
+		listTime += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(traceTime.Milliseconds())/n, "trace-ms")
+	b.ReportMetric(float64(listTime.Milliseconds())/n, "lblist-ms")
+	b.ReportMetric(float64(peak)/1024, "peak-MB")
+}

@@ -29,6 +29,38 @@ func BenchmarkUp(b *testing.B) {
 	}
 }
 
+// BenchmarkUpEBPF times `up --dataplane ebpf`: cold compiles bpf_host for the three nodes (a fresh object
+// cache each iteration), then loads and attaches it; warm reuses the compiled objects, as a second lab does.
+func BenchmarkUpEBPF(b *testing.B) {
+	for _, cache := range []string{"cold", "warm"} {
+		b.Run(cache, func(b *testing.B) {
+			needRoot(b)
+			e2etest.NeedEBPF(b)
+			name := "bench-up-ebp"
+			dir := b.TempDir()
+			b.Setenv("XDG_CACHE_HOME", dir)
+			b.StopTimer()
+			if cache == "warm" {
+				mustK8sguide(b, "up", "--name", name, "--dataplane", "ebpf")
+				mustK8sguide(b, "down", "--name", name)
+			}
+			b.StartTimer()
+			for i := 0; i < b.N; i++ {
+				if cache == "cold" {
+					b.StopTimer()
+					os.RemoveAll(filepath.Join(dir, "k8sguide"))
+					b.StartTimer()
+				}
+				mustK8sguide(b, "up", "--name", name, "--dataplane", "ebpf")
+				b.StopTimer()
+				mustK8sguide(b, "down", "--name", name)
+				b.StartTimer()
+			}
+			assertNothingLeft(b, name)
+		})
+	}
+}
+
 func BenchmarkDeployAndNodePort(b *testing.B) {
 	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
 		b.Run(string(d), func(b *testing.B) {
