@@ -4,11 +4,13 @@ NAME      ?= k8s-guide
 DATAPLANE ?= iptables
 K8SGUIDE  := ./$(BIN)
 
-# Where a node keeps its NodePort rules, per dataplane.
+# Where a node keeps its NodePorts, per dataplane.
 ifeq ($(DATAPLANE),nftables)
-NODEPORT_RULES := nft list map ip kube-proxy service-nodeports
+NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- nft list map ip kube-proxy service-nodeports
+else ifeq ($(DATAPLANE),ebpf)
+NODEPORT_VIEW := $(K8SGUIDE) lb list --name $(NAME) --node $(NAME)-worker2
 else
-NODEPORT_RULES := iptables -t nat -nvL KUBE-NODEPORTS
+NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
 .PHONY: deps build lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench
@@ -36,7 +38,7 @@ lab: deps build
 	$(K8SGUIDE) deploy --name $(NAME)
 	$(K8SGUIDE) nodeport --name $(NAME)
 	$(K8SGUIDE) get endpoints --name $(NAME)
-	$(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- $(NODEPORT_RULES)
+	$(NODEPORT_VIEW)
 	$(K8SGUIDE) trace --name $(NAME) --node $(NAME)-worker2 --service web
 	$(K8SGUIDE) trace --name $(NAME) --node $(NAME)-worker2 --service web --verify
 

@@ -157,12 +157,17 @@ func hopTable(w io.Writer, hops []trace.Hop, o TraceOptions) error {
 		if !h.Matched && !o.Wide && h.Probability == 0 {
 			// Fold this run of misses in one chain.
 			j := i
-			for j < len(hops) && !hops[j].Matched && hops[j].Chain == h.Chain && hops[j].Probability == 0 {
+			for j < len(hops) && !hops[j].Matched && hops[j].Chain == h.Chain && hops[j].Table == h.Table && hops[j].Probability == 0 {
 				j++
 			}
 			if j-i > 1 {
-				rows = append(rows, []string{hookCell(h), h.Table + "/" + h.Chain, fmt.Sprintf("%d-%d", h.Rule, hops[j-1].Rule),
-					fmt.Sprintf("(%d rules)", j-i), "no match (-o wide shows why)"})
+				// Rules have positions; map lookups (ebpf) do not.
+				span, what := fmt.Sprintf("%d-%d", h.Rule, hops[j-1].Rule), "rules"
+				if h.Rule == 0 {
+					span, what = "", "lookups"
+				}
+				rows = append(rows, []string{hookCell(h), h.Table + "/" + h.Chain, span,
+					fmt.Sprintf("(%d %s)", j-i, what), "no match (-o wide shows why)"})
 				i = j - 1
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	cebpf "github.com/cilium/ebpf"
@@ -251,6 +252,27 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	if len(answered) != 3 {
 		t.Errorf("30 connections were answered by %v; want all 3 pods", answered)
 	}
+	// Offline: a saved snapshot carries the maps and traces exactly like the live node.
+	file := filepath.Join(t.TempDir(), "node.json")
+	e2etest.MustK8sguide(t, "snapshot", "--name", name, "--node", node, "-o", file)
+	for _, src := range []string{"172.18.0.1:20000", "172.18.0.1:45555", "172.18.0.1"} {
+		args := []string{"--dst", dst.String(), "--src", src, "-o", "json"}
+		live, err := e2etest.Quiet(append([]string{"trace", "--name", name, "--node", node}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offline, err := e2etest.Quiet(append([]string{"trace", "--snapshot", file}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live != offline {
+			t.Errorf("--src %s: the trace from the saved snapshot differs from the live one:\nlive:    %s\noffline: %s", src, live, offline)
+		}
+	}
+	if list, err := e2etest.Quiet("lb", "list", "--snapshot", file); err != nil || !strings.Contains(list, dst.String()+"/TCP (0)") {
+		t.Errorf("lb list --snapshot: %v\n%s", err, list)
+	}
+
 	if t.Failed() {
 		out, _ := e2etest.Quiet("lb", "list", "--name", name, "--node", node)
 		fmt.Println(out)
