@@ -252,6 +252,21 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	if len(answered) != 3 {
 		t.Errorf("30 connections were answered by %v; want all 3 pods", answered)
 	}
+	// Flows the datapath does not load-balance, checked the same way: a port with no frontend passes to the
+	// node's stack (refused); a pod's packet to a ClusterIP meets bpf_host on the pod bridge, which drops
+	// ClusterIP traffic (Cilium balances it earlier, in bpf_lxc or the socket LB, which this lab does not
+	// load): no conntrack entry, and a connection that fails as predicted.
+	unused := netip.AddrPortFrom(dst.Addr(), 39999).String()
+	if v := verify(t, name, "--node", node, "--dst", unused); v.Result != "agree" || v.Prediction.Verdict == trace.Delivered {
+		t.Errorf("no frontend: %s", disagreement(v))
+	}
+	if pod := podOn(t, name, node); pod != "" {
+		v := verify(t, name, "--node", node, "--dst", clusterIP(t, name, "web")+":80", "--from", "pod/"+pod)
+		if v.Result != "agree" || v.Prediction.Verdict != trace.Dropped {
+			t.Errorf("pod to ClusterIP: verdict %s, %s", v.Prediction.Verdict, disagreement(v))
+		}
+	}
+
 	// Offline: a saved snapshot carries the maps and traces exactly like the live node.
 	file := filepath.Join(t.TempDir(), "node.json")
 	e2etest.MustK8sguide(t, "snapshot", "--name", name, "--node", node, "-o", file)

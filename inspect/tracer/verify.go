@@ -21,7 +21,19 @@ import (
 // Verify makes a real connection for req's flow on a live lab, with kernel tracing on for that flow only,
 // and compares the kernel's events with the prediction for the same flow (a fresh snapshot, a fixed
 // source port). The tracing table is removed when it returns, whatever happened.
-func Verify(ctx context.Context, p lab.Provider, name, node string, req Request) (v *trace.Verification, err error) {
+//
+// The source port is picked at random; when the place the connection starts from still holds a socket on it
+// (bind: address already in use), the whole check is made again with another port, up to three times.
+func Verify(ctx context.Context, p lab.Provider, name, node string, req Request) (*trace.Verification, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := verifyOnce(ctx, p, name, node, req)
+		if err != nil || attempt == 3 || !strings.Contains(v.Connection.Error, "address already in use") {
+			return v, err
+		}
+	}
+}
+
+func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Request) (v *trace.Verification, err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted; the tracing rules were removed")

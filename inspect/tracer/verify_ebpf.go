@@ -65,7 +65,19 @@ func compareEBPF(pred *trace.Trace, after *snapshot.Snapshot, flow trace.Flow, c
 		}
 		return fmt.Sprintf("%s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
 	}
+	delivers := false
+	for _, p := range pred.Paths {
+		delivers = delivers || p.Verdict == trace.Delivered
+	}
 	switch {
+	case len(v.Kernel) == 0 && !delivers && len(pred.Paths) > 0:
+		// Predicted not to be load-balanced (dropped, or passed to the node's stack): the datapath must have
+		// written no service entry, and the connection must end as the path says.
+		v.Path = 0
+		v.Rows = append(v.Rows, trace.Row{Predicted: predicted(pred.Paths[0]), Kernel: "(no conntrack service entry)", Agree: true})
+		if m := outcomeMismatch(pred.Paths[0], conn); m != "" {
+			v.Reasons = append(v.Reasons, m)
+		}
 	case len(v.Kernel) == 0:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath wrote no conntrack service entry for %s:%d -> %s", flow.Src, flow.Sport, pred.Packet.Dst))
 		for _, p := range pred.Paths {
