@@ -309,3 +309,70 @@ func cutSlash(s string) (string, string, bool) {
 	}
 	return s, "", false
 }
+
+// TestEBPFSessionAffinity checks ClientIP session affinity on Cilium's datapath: every connection from the
+// client reaches the pod the first one reached, and after it the trace names exactly that pod, found through
+// the affinity entry the datapath wrote (cilium_lb4_affinity), for a source port never used before.
+func TestEBPFSessionAffinity(t *testing.T) {
+	e2etest.NeedRoot(t)
+	e2etest.NeedEBPF(t)
+	name := "trc-eba"
+	e2etest.UpLab(t, name, "--dataplane", "ebpf", "--workers", "1")
+	e2etest.MustK8sguide(t, "deploy", "--name", name)
+	file := filepath.Join(t.TempDir(), "sticky.yaml")
+	manifest := `apiVersion: v1
+kind: Service
+metadata:
+  name: sticky
+  namespace: default
+spec:
+  type: NodePort
+  selector:
+    app: web
+  sessionAffinity: ClientIP
+  ports:
+  - port: 80
+    targetPort: 80
+`
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.MustK8sguide(t, "deploy", "--name", name, file)
+	node := name + "-worker"
+	dst := nodeIP(t, name, node) + ":" + e2etest.NodePortOf(t, name, "sticky")
+
+	first := predict(t, name, node, dst, 41000)
+	if len(first.Endpoints) != 3 {
+		t.Fatalf("before any connection the trace predicts %v; want all 3 endpoints", first.Endpoints)
+	}
+	var pod string
+	for i := range 10 {
+		out, err := e2etest.Quiet("exec", "--name", name, lab.ClientName(name), "--", e2etest.Binary, "internal", "connect",
+			"--dst", dst, "--sport", strconv.Itoa(41000+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c trace.Connection
+		if err := json.Unmarshal([]byte(out), &c); err != nil || !c.Answered {
+			t.Fatalf("connection %d: %q %v", i, out, err)
+		}
+		if pod == "" {
+			pod = c.Pod
+		} else if c.Pod != pod {
+			t.Errorf("connection %d answered by %s, the first by %s: affinity did not hold", i, c.Pod, pod)
+		}
+	}
+	after := predict(t, name, node, dst, 42424)
+	if len(after.Endpoints) != 1 || podName(after.Endpoints[0].Pod) != pod {
+		t.Errorf("after the connections the trace predicts %v; want exactly %s through the affinity entry", after.Endpoints, pod)
+	}
+	found := false
+	for _, p := range after.Paths {
+		for _, h := range p.Hops {
+			found = found || h.Table == "cilium_lb4_affinity" && h.Matched
+		}
+	}
+	if !found {
+		t.Errorf("the trace does not show the cilium_lb4_affinity entry deciding the flow: %+v", after.Paths)
+	}
+}
