@@ -59,6 +59,8 @@ func Main(m *testing.M) int {
 	}
 	StateDir = filepath.Join(dir, "state")
 	os.Setenv("K8SGUIDE_STATE_DIR", StateDir)
+	// Compiled datapath objects stay in the run's directory too: the tests leave nothing in ~/.cache.
+	os.Setenv(datapath.CacheEnv, filepath.Join(dir, "cilium-objects"))
 	return m.Run()
 }
 

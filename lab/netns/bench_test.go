@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -38,7 +39,7 @@ func BenchmarkUpEBPF(b *testing.B) {
 			e2etest.NeedEBPF(b)
 			name := "bench-up-ebp"
 			dir := b.TempDir()
-			b.Setenv("XDG_CACHE_HOME", dir)
+			b.Setenv(datapath.CacheEnv, dir)
 			b.StopTimer()
 			if cache == "warm" {
 				mustK8sguide(b, "up", "--name", name, "--dataplane", "ebpf")
@@ -48,7 +49,7 @@ func BenchmarkUpEBPF(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if cache == "cold" {
 					b.StopTimer()
-					os.RemoveAll(filepath.Join(dir, "k8sguide"))
+					os.RemoveAll(dir)
 					b.StartTimer()
 				}
 				mustK8sguide(b, "up", "--name", name, "--dataplane", "ebpf")

@@ -203,8 +203,15 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// CacheDir is where compiled objects are kept between labs: $XDG_CACHE_HOME/k8sguide/cilium-<version>.
+// CacheEnv overrides the directory compiled objects are kept in.
+const CacheEnv = "K8SGUIDE_CACHE_DIR"
+
+// CacheDir is where compiled objects are kept between labs: $K8SGUIDE_CACHE_DIR, else
+// $XDG_CACHE_HOME/k8sguide/cilium-<version> (~/.cache/...).
 func CacheDir() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
