@@ -258,6 +258,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"up", "--name", "Bad_Name"}, "invalid lab name"},
 		{[]string{"scale", "--name", name, "--deployment", "nope", "--replicas", "2"}, `deployments.apps "nope" not found`},
 		{[]string{"up", "--name", "e2e-bad2", "--lb-algorithm", "maglev"}, "needs --dataplane ebpf"},
+		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "ebpf", "--nodeport-addresses", "172.18.0.0/16"}, "--nodeport-addresses is kube-proxy's"},
 		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "ebpf", "--lb-algorithm", "roundrobin"}, `--lb-algorithm "roundrobin"`},
 		{[]string{"lb", "list", "--bpffs", os.TempDir()}, "is not on a bpf filesystem"},
 		{[]string{"lb", "list", "--name", name}, "has no Cilium maps"},

@@ -122,6 +122,9 @@ func validateConfig(cfg *lab.Config) error {
 	case cfg.LBAlgorithm != lab.LBRandom && cfg.LBAlgorithm != lab.LBMaglev:
 		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
 	}
+	if cfg.Dataplane == lab.EBPF && len(cfg.NodePortAddresses) > 0 {
+		return fmt.Errorf("--nodeport-addresses is kube-proxy's: the ebpf dataplane serves NodePorts on each node's address (and 0.0.0.0 for pods)")
+	}
 	for _, c := range cfg.NodePortAddresses {
 		if c == "primary" {
 			continue

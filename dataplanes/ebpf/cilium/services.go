@@ -361,7 +361,7 @@ func (w *writer) lookupTable(bes []loadbalancer.L3n4Addr, ids []loadbalancer.Bac
 func byteorderHTON16(v uint16) uint16 { return v<<8 | v>>8 }
 
 // apply writes the difference between what the maps hold and what the generation wants: new and changed
-// entries first (backends before the slots that name them), then removals.
+// entries first (backends and tables before the slots that name them), then removals.
 func (w *writer) apply(st *labState) error {
 	d, err := w.build(st)
 	if err != nil {
@@ -388,6 +388,11 @@ func (w *writer) apply(st *labState) error {
 	if err := upsert(w.dp.services, d.services, old.services); err != nil {
 		return fmt.Errorf("services: %w", err)
 	}
+	// Removals run the other way: first the service entries, so that no lookup meets a slot whose table or
+	// backend has gone.
+	if err := remove(w.dp.services, d.services, old.services); err != nil {
+		return err
+	}
 	for id := range old.maglev {
 		if _, ok := d.maglev[id]; !ok {
 			k := maps.MaglevOuterKey{RevNatID: id}.ToNetwork()
@@ -395,9 +400,6 @@ func (w *writer) apply(st *labState) error {
 				return err
 			}
 		}
-	}
-	if err := remove(w.dp.services, d.services, old.services); err != nil {
-		return err
 	}
 	if err := remove(w.dp.affinityMatch, d.affinityMatch, old.affinityMatch); err != nil {
 		return err
