@@ -5,15 +5,12 @@ package lb
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
-	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
-	"github.com/k8sguide/k8sguide/lab/providers"
 )
 
 type flags struct {
@@ -54,70 +51,14 @@ func runList(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if f.Output != "table" && f.Output != "wide" {
 		return fmt.Errorf("--output %q: want table or wide", f.Output)
 	}
-	if f.Snapshot != "" && f.BPFFS != "" {
-		return fmt.Errorf("--snapshot and --bpffs are two different sources: give one")
-	}
-	var st *ebpf.State
-	switch {
-	case f.BPFFS != "":
-		var err error
-		if st, err = ebpf.Collect(f.BPFFS); err != nil {
-			return err
-		}
-	case f.Snapshot != "":
-		var data []byte
-		var err error
-		if f.Snapshot == "-" {
-			data, err = io.ReadAll(streams.In)
-		} else {
-			data, err = os.ReadFile(f.Snapshot)
-		}
-		if err != nil {
-			return err
-		}
-		s, err := tracer.Load(data, nil)
-		if err != nil {
-			return err
-		}
-		if st, err = ebpfOf(s, f.Snapshot); err != nil {
-			return err
-		}
-	default:
-		p, err := providers.ForLab(f.Name)
-		if err != nil {
-			return err
-		}
-		node := f.Node
-		if node == "" {
-			status, err := p.Status(cmd.Context(), f.Name)
-			if err != nil {
-				return err
-			}
-			node = status.Nodes[0].Name
-		}
-		s, err := tracer.Snapshot(cmd.Context(), p, f.Name, node)
-		if err != nil {
-			return err
-		}
-		if st, err = ebpfOf(s, node); err != nil {
-			return err
-		}
-	}
-	if f.Output == "wide" {
-		_, err := io.WriteString(streams.Out, ebpf.LBListWide(st))
+	st, err := tracer.CiliumMaps(cmd.Context(), tracer.MapsSource{BPFFS: f.BPFFS, Snapshot: f.Snapshot, In: streams.In, Lab: f.Name, Node: f.Node})
+	if err != nil {
 		return err
 	}
-	_, err := io.WriteString(streams.Out, ebpf.LBList(st))
-	return err
-}
-
-func ebpfOf(s *snapshot.Snapshot, where string) (*ebpf.State, error) {
-	if s.EBPF == nil {
-		dp := s.Dataplane
-		if dp == "" {
-			dp = "not Cilium"
-		}
-		return nil, fmt.Errorf("%s has no Cilium maps (dataplane: %s)", where, dp)
+	list := ebpf.LBList
+	if f.Output == "wide" {
+		list = ebpf.LBListWide
 	}
-	return s.EBPF, nil
+	_, err = io.WriteString(streams.Out, list(st))
+	return err
 }
