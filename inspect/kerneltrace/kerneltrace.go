@@ -152,7 +152,8 @@ func sendMarker(port int) int {
 // can lag well behind the packets it reports).
 func (s *Session) Stop() []string {
 	if s.monitor != nil && s.monitor.Process != nil {
-		s.awaitMarker(5 * time.Second)
+		// Generous: on a loaded 2-core machine a monitor has been seen lagging by seconds.
+		s.awaitMarker(20 * time.Second)
 	}
 	if s.monitor != nil && s.monitor.Process != nil {
 		s.monitor.Process.Kill()
