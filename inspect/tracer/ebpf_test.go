@@ -3,7 +3,6 @@ package tracer_test
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -290,7 +289,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 
 	if t.Failed() {
 		out, _ := e2etest.Quiet("lb", "list", "--name", name, "--node", node)
-		fmt.Println(out)
+		t.Logf("lb list on %s:\n%s", node, out)
 	}
 }
 
