@@ -13,10 +13,9 @@ import (
 
 	cebpf "github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
-)
 
-// bpfFSMagic is BPF_FS_MAGIC, statfs's f_type on a bpf filesystem.
-const bpfFSMagic = 0xcafe4a11
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+)
 
 // CheckBPFFS says, in one line, why dir cannot hold Cilium's pinned maps: not there, not on a bpf filesystem,
 // or a kernel without one.
@@ -28,26 +27,18 @@ func CheckBPFFS(dir string) error {
 		}
 		return fmt.Errorf("%s: %v: not a bpf filesystem directory holding Cilium's maps (is this an ebpf node? --bpffs)", dir, err)
 	}
-	if uint32(st.Type) != bpfFSMagic {
+	if uint32(st.Type) != unix.BPF_FS_MAGIC {
 		if !kernelHasBPFFS() {
 			return fmt.Errorf("%s is not on a bpf filesystem, and this kernel has none (no \"bpf\" in /proc/filesystems)", dir)
 		}
-		return fmt.Errorf("%s is not on a bpf filesystem (statfs type %#x, want %#x): mount one (mount -t bpf bpf /sys/fs/bpf) or point --bpffs at Cilium's pinned maps", dir, uint32(st.Type), bpfFSMagic)
+		return fmt.Errorf("%s is not on a bpf filesystem (statfs type %#x, want %#x): mount one (mount -t bpf bpf /sys/fs/bpf) or point --bpffs at Cilium's pinned maps", dir, uint32(st.Type), unix.BPF_FS_MAGIC)
 	}
 	return nil
 }
 
 func kernelHasBPFFS() bool {
-	b, err := os.ReadFile("/proc/filesystems")
-	if err != nil {
-		return true // cannot tell: do not claim the kernel lacks it
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && f[len(f)-1] == "bpf" {
-			return true
-		}
-	}
-	return false
+	ok, err := datapath.KernelHasBPFFS()
+	return ok || err != nil // cannot tell: do not claim the kernel lacks it
 }
 
 // Collect reads Cilium's load-balancing maps pinned in bpffsDir (DefaultBPFFS when empty) and the programs

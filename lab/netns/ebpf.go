@@ -68,16 +68,14 @@ func (p *Provider) checkEBPF() error {
 
 // checkBPFFS tells whether the kernel can mount a bpf filesystem.
 func checkBPFFS() error {
-	data, err := os.ReadFile("/proc/filesystems")
+	ok, err := datapath.KernelHasBPFFS()
 	if err != nil {
-		return fmt.Errorf("reading /proc/filesystems: %w", err)
+		return err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] == "bpf" {
-			return nil
-		}
+	if !ok {
+		return datapath.ErrNoBPFFS
 	}
-	return datapath.ErrNoBPFFS
+	return nil
 }
 
 // BPFFSDir is the lab's private bpf filesystem: a bpffs instance of its own, mounted in the lab's directory, so

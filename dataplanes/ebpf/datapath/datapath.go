@@ -219,5 +219,20 @@ func CacheDir() string {
 	return filepath.Join(base, "k8sguide", "cilium-"+CiliumVersion)
 }
 
+// KernelHasBPFFS tells whether the running kernel offers a bpf filesystem ("bpf" in /proc/filesystems); the
+// error says /proc/filesystems could not be read, and then nothing is known.
+func KernelHasBPFFS() (bool, error) {
+	data, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return false, fmt.Errorf("reading /proc/filesystems: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] == "bpf" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ErrNoBPFFS says the kernel cannot give the lab a bpf filesystem.
 var ErrNoBPFFS = errors.New("the kernel has no bpf filesystem (bpffs), which the ebpf dataplane pins its maps and links in: use a kernel with CONFIG_BPF_SYSCALL, or another --dataplane")
