@@ -51,19 +51,19 @@ func (p *Provider) agentPath() (string, error) {
 	return "", fmt.Errorf("%s (the ebpf dataplane's node agent) not found beside %s or on PATH: build it with `make build` (or set %s)", AgentName, p.Exe, AgentEnv)
 }
 
-// checkEBPF says what this machine lacks to run Cilium's datapath, in one line.
-func (p *Provider) checkEBPF() error {
+// checkEBPF says what this machine lacks to run Cilium's datapath, in one line, and otherwise returns the
+// node agent to run.
+func (p *Provider) checkEBPF() (agent string, err error) {
 	if err := checkBPFFS(); err != nil {
-		return err
+		return "", err
 	}
 	if _, err := datapath.FindClang(); err != nil {
-		return err
+		return "", err
 	}
 	if _, err := datapath.Sources(); err != nil {
-		return err
+		return "", err
 	}
-	_, err := p.agentPath()
-	return err
+	return p.agentPath()
 }
 
 // checkBPFFS tells whether the kernel can mount a bpf filesystem.

@@ -146,10 +146,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	var agent string
 	if cfg.Dataplane == lab.EBPF {
-		if err := p.checkEBPF(); err != nil {
-			return err
-		}
-		if agent, err = p.agentPath(); err != nil {
+		if agent, err = p.checkEBPF(); err != nil {
 			return err
 		}
 	}
