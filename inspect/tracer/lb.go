@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
@@ -29,17 +28,7 @@ func CiliumMaps(ctx context.Context, src MapsSource) (*ebpf.State, error) {
 	case src.BPFFS != "":
 		return ebpf.Collect(src.BPFFS)
 	case src.Snapshot != "":
-		var data []byte
-		var err error
-		if src.Snapshot == "-" {
-			data, err = io.ReadAll(src.In)
-		} else {
-			data, err = os.ReadFile(src.Snapshot)
-		}
-		if err != nil {
-			return nil, err
-		}
-		s, err := Load(data, nil)
+		s, err := LoadFile(src.Snapshot, src.In, nil)
 		if err != nil {
 			return nil, err
 		}

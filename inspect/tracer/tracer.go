@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/lab"
+	"io"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 
@@ -81,6 +83,26 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("iptables-save input: %v", err)
 	}
 	return &snapshot.Snapshot{Version: snapshot.Version, Iptables: map[string]string{"input": text}, Net: netstate.FromLocalAddresses(local)}, nil
+}
+
+// LoadFile is Load of a file, or of in when path is "-" (what `--snapshot FILE` reads); a parse error names
+// the file.
+func LoadFile(path string, in io.Reader, local []netip.Addr) (*snapshot.Snapshot, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(in)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := Load(data, local)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return s, nil
 }
 
 // looksLikeNft says whether text is `nft list` output: its first line that is not a comment opens a table.

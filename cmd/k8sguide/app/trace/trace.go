@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -117,23 +116,13 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 }
 
 func fromFile(streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
-	var data []byte
-	var err error
-	if f.Snapshot == "-" {
-		data, err = io.ReadAll(streams.In)
-	} else {
-		data, err = os.ReadFile(f.Snapshot)
-	}
-	if err != nil {
-		return err
-	}
 	local, err := parseAddrs(f.LocalAddresses)
 	if err != nil {
 		return err
 	}
-	s, err := tracer.Load(data, local)
+	s, err := tracer.LoadFile(f.Snapshot, streams.In, local)
 	if err != nil {
-		return fmt.Errorf("%s: %v", f.Snapshot, err)
+		return err
 	}
 	t, err := tracer.Trace(s, req)
 	if err != nil {
