@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,75 +53,39 @@ func predict(t *testing.T, name, node, dst string, sport int) *trace.Trace {
 func runProgram(t *testing.T, name, node string, dst netip.AddrPort, sport uint16) (uint32, netip.AddrPort) {
 	t.Helper()
 	pin := filepath.Join(netns.NodeBPFFS(state.Store{Root: e2etest.StateDir}, name, node), "links", "eth0", "cil_from_netdev")
-	type result struct {
-		verdict uint32
-		out     []byte
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// The thread goes back to its own namespace afterwards: if it is the main thread, which the runtime
-		// never retires, the whole test process would otherwise count as the node's (and `down` would kill it).
-		runtime.LockOSThread()
-		r := result{}
-		defer func() { done <- r }()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			r.err = err
-			return
-		}
-		defer own.Close()
-		defer func() {
-			if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
-				runtime.UnlockOSThread()
-			}
-		}()
-		f, err := os.Open(filepath.Join("/run/netns", node))
-		if err != nil {
-			r.err = err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			r.err = err
-			return
-		}
+	var verdict uint32
+	out := make([]byte, 14+20+20+256) // the SYN (Ethernet, IPv4, TCP) and room for the datapath to grow it
+	err := netns.InNamespace(node, func() error {
 		eth0, err := net.InterfaceByName("eth0")
 		if err != nil {
-			r.err = err
-			return
+			return err
 		}
 		l, err := link.LoadPinnedLink(pin, nil)
 		if err != nil {
-			r.err = err
-			return
+			return err
 		}
 		defer l.Close()
 		info, err := l.Info()
 		if err != nil {
-			r.err = err
-			return
+			return err
 		}
 		prog, err := cebpf.NewProgramFromID(info.Program)
 		if err != nil {
-			r.err = err
-			return
+			return err
 		}
 		defer prog.Close()
 		pkt := synPacket(eth0.HardwareAddr, netip.MustParseAddr("172.18.0.1"), sport, dst)
-		out := make([]byte, len(pkt)+256)
 		ctx := &skbContext{Ifindex: uint32(eth0.Index), IngressIfindex: uint32(eth0.Index)}
-		r.verdict, r.err = prog.Run(&cebpf.RunOptions{Data: pkt, DataOut: out, Context: ctx})
-		r.out = out
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("BPF_PROG_TEST_RUN of %s on %s: %v", pin, node, r.err)
+		verdict, err = prog.Run(&cebpf.RunOptions{Data: pkt, DataOut: out, Context: ctx})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN of %s on %s: %v", pin, node, err)
 	}
-	ip := r.out[14:]
+	ip := out[14:]
 	d := netip.AddrFrom4([4]byte(ip[16:20]))
 	port := binary.BigEndian.Uint16(ip[20+2 : 20+4])
-	return r.verdict, netip.AddrPortFrom(d, port)
+	return verdict, netip.AddrPortFrom(d, port)
 }
 
 // skbContext is the head of struct __sk_buff that BPF_PROG_TEST_RUN takes as the program's context: len,

@@ -14,7 +14,7 @@ import (
 // and closed after one request, so every call is a new flow through the proxy's load balancing.
 func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
 	var conn net.Conn
-	err := inNamespace(ns, func() error {
+	err := InNamespace(ns, func() error {
 		d := net.Dialer{Timeout: 2 * time.Second}
 		var err error
 		conn, err = d.DialContext(ctx, "tcp", addr)

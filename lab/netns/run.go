@@ -44,12 +44,12 @@ func nsExists(name string) bool {
 	return err == nil
 }
 
-// inNamespace runs fn on an OS thread that has entered the named network namespace. Sockets fn opens belong to
+// InNamespace runs fn on an OS thread that has entered the named network namespace. Sockets fn opens belong to
 // that namespace, and /proc/sys/net opened by fn shows that namespace's sysctls. The thread returns to its own
 // namespace afterwards; if it cannot, it stays locked so the runtime retires it. (Retiring alone is not enough:
 // the goroutine may run on the main thread, which the runtime never retires, and the whole process would then
 // count as a member of the namespace.)
-func inNamespace(name string, fn func() error) error {
+func InNamespace(name string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -84,7 +84,7 @@ func inNamespace(name string, fn func() error) error {
 // setSysctls writes sysctls (as "net/ipv4/ip_forward" paths under /proc/sys) inside a namespace. Only
 // per-namespace sysctls are written, so the root namespace is untouched.
 func setSysctls(ns string, values map[string]string) error {
-	return inNamespace(ns, func() error {
+	return InNamespace(ns, func() error {
 		for path, v := range values {
 			if err := os.WriteFile(filepath.Join("/proc/sys", path), []byte(v), 0o644); err != nil {
 				return fmt.Errorf("namespace %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(path, "/", "."), v, err)
