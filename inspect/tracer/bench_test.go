@@ -43,14 +43,8 @@ func BenchmarkTrace5000(b *testing.B) {
 					b.Fatal(err)
 				}
 				saveTime += time.Since(start)
-				start = time.Now()
-				b.StartTimer()
-				out, peakKB, err := e2etest.Measure(e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", "172.18.0.2:"+np, "-o", "json")
-				b.StopTimer()
-				traceTime += time.Since(start)
-				if err != nil {
-					b.Fatalf("%v: %s", err, out)
-				}
+				took, peakKB := measureTrace(b, name, node, "172.18.0.2:"+np)
+				traceTime += took
 				peak = max(peak, peakKB)
 			}
 			n := float64(b.N)
@@ -60,6 +54,21 @@ func BenchmarkTrace5000(b *testing.B) {
 			b.ReportMetric(float64(peak)/1024, "peak-MB")
 		})
 	}
+}
+
+// measureTrace times one `k8sguide trace --node NODE --dst DST -o json` (with the benchmark's timer running
+// only around it) and returns its wall time and its peak memory in KB, as e2etest.Measure reports it.
+func measureTrace(b *testing.B, name, node, dst string) (time.Duration, int64) {
+	b.Helper()
+	start := time.Now()
+	b.StartTimer()
+	out, peakKB, err := e2etest.Measure(e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", dst, "-o", "json")
+	b.StopTimer()
+	took := time.Since(start)
+	if err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	return took, peakKB
 }
 
 // BenchmarkTraceEBPF5000 builds a one-node ebpf lab whose Cilium maps hold 5,000 NodePort Services × 3
@@ -84,16 +93,10 @@ func BenchmarkTraceEBPF5000(b *testing.B) {
 	var traceTime, listTime time.Duration
 	var peak int64
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		b.StartTimer()
-		out, peakKB, err := e2etest.Measure(e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", "172.18.0.2:"+np, "-o", "json")
-		b.StopTimer()
-		traceTime += time.Since(start)
-		if err != nil {
-			b.Fatalf("%v: %s", err, out)
-		}
+		took, peakKB := measureTrace(b, name, node, "172.18.0.2:"+np)
+		traceTime += took
 		peak = max(peak, peakKB)
-		start = time.Now()
+		start := time.Now()
 		if _, err := e2etest.Quiet("lb", "list", "--name", name, "--node", node); err != nil {
 			b.Fatal(err)
 		}
