@@ -9,8 +9,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -66,6 +66,34 @@ type Session struct {
 	once    sync.Once
 	done    chan struct{}
 	markers chan string // marker event lines, for Stop
+	stderr  tailBuffer  // the monitor's complaints, for saying why a trace is incomplete
+}
+
+// Incomplete starts the error of a trace whose events cannot all have been seen: the monitor exited early or
+// never reported the stop marker. Callers may match it in the message of a process that ran the trace.
+const Incomplete = "the kernel trace is incomplete"
+
+// tailBuffer keeps the last bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 4096 {
+		b.buf = b.buf[len(b.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) lastLine() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(b.buf)), "\n")
+	return lines[len(lines)-1]
 }
 
 // Start creates the tracing table and starts the monitor (engine "iptables" uses xtables-monitor, anything
@@ -88,7 +116,7 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 		s.removeTable()
 		return nil, err
 	}
-	s.monitor.Stderr = io.Discard
+	s.monitor.Stderr = &s.stderr
 	if err := s.monitor.Start(); err != nil {
 		s.removeTable()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
@@ -149,11 +177,14 @@ func sendMarker(port int) int {
 // Stop waits until the monitor has printed everything that happened before it was called, stops the
 // monitor, removes the table and returns the event lines. The kernel queues trace events in order, so once
 // the monitor shows a marker packet sent now, the flow's earlier events are in too (under load a monitor
-// can lag well behind the packets it reports).
-func (s *Session) Stop() []string {
+// can lag well behind the packets it reports). When that marker never comes back (the monitor exited, or
+// lagged beyond the limit) the lines may lack some of the flow's events, and the error (starting with
+// Incomplete) says so.
+func (s *Session) Stop() ([]string, error) {
+	var err error
 	if s.monitor != nil && s.monitor.Process != nil {
 		// Generous: on a loaded 2-core machine a monitor has been seen lagging by seconds.
-		s.awaitMarker(20 * time.Second)
+		err = s.awaitMarker(20 * time.Second)
 	}
 	if s.monitor != nil && s.monitor.Process != nil {
 		s.monitor.Process.Kill()
@@ -163,16 +194,16 @@ func (s *Session) Stop() []string {
 	s.removeTable()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.lines...)
+	return append([]string(nil), s.lines...), err
 }
 
 // awaitMarker sends a marker packet and waits (up to limit) for the monitor to report that very packet.
-func (s *Session) awaitMarker(limit time.Duration) {
+func (s *Session) awaitMarker(limit time.Duration) error {
 	deadline := time.After(limit)
 	for {
 		port := sendMarker(markerPort)
 		if port == 0 {
-			return
+			return fmt.Errorf("%s: the stop marker could not be sent", Incomplete)
 		}
 		ours := []string{fmt.Sprintf(" SPORT=%d ", port), fmt.Sprintf(" udp sport %d ", port)}
 		retry := time.After(time.Second)
@@ -180,13 +211,17 @@ func (s *Session) awaitMarker(limit time.Duration) {
 			select {
 			case l := <-s.markers:
 				if strings.Contains(l, ours[0]) || strings.Contains(l, ours[1]) {
-					return
+					return nil
 				}
 				continue
 			case <-s.done:
-				return
+				msg := fmt.Sprintf("%s: the monitor exited before the stop marker", Incomplete)
+				if said := s.stderr.lastLine(); said != "" {
+					msg += ": " + said
+				}
+				return errors.New(msg)
 			case <-deadline:
-				return
+				return fmt.Errorf("%s: the monitor did not report the stop marker within %v", Incomplete, limit)
 			case <-retry:
 			}
 			break

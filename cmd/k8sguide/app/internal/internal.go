@@ -112,9 +112,12 @@ func kernelTrace(streams lab.Streams) *cobra.Command {
 			case <-ctx.Done():
 			case <-time.After(60 * time.Second):
 			}
-			lines := s.Stop()
+			lines, err := s.Stop()
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if err != nil {
+				return err
 			}
 			return json.NewEncoder(streams.Out).Encode(lines)
 		},
