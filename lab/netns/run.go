@@ -109,9 +109,42 @@ func startDetached(ns, logPath string, argv []string) (int, error) {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns, err)
 	}
 	pid := cmd.Process.Pid
+	exited := make(chan struct{})
 	// Reap it if it dies while this command still runs; otherwise init adopts it.
-	go cmd.Wait()
+	go func() { cmd.Wait(); close(exited) }()
+	if err := waitInNamespace(pid, ns, exited); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		return 0, fmt.Errorf("start %s in %s: %w (log: %s)", argv[0], ns, err, logPath)
+	}
 	return pid, nil
+}
+
+// waitInNamespace waits until pid has entered namespace ns. Until then the child is `ip` still in this
+// namespace, and a teardown that lists the namespace's processes (an interrupted up) would miss it: `ip` would
+// then enter the deleted namespace through the descriptor it already holds and run the daemon there, out of
+// reach (a CI run left a Cilium agent behind this way).
+func waitInNamespace(pid int, ns string, exited <-chan struct{}) error {
+	var want unix.Stat_t
+	if err := unix.Stat(nsPath(ns), &want); err != nil {
+		return err
+	}
+	procNet := fmt.Sprintf("/proc/%d/ns/net", pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got unix.Stat_t
+		if err := unix.Stat(procNet, &got); err == nil && got.Dev == want.Dev && got.Ino == want.Ino {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("it exited before entering the namespace")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not enter the namespace within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // namespacePids lists the processes whose network namespace is ns.
@@ -149,6 +182,11 @@ func removeNamespace(ctx context.Context, ns string) error {
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// KILL is delivered, not done: wait (briefly) until they are gone, so nothing outlives the command.
+	for wait := time.Now().Add(2 * time.Second); len(pids) > 0 && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+		pids, _ = namespacePids(ctx, ns)
 	}
 	if err := ipCmd(ctx, "netns", "del", ns); err != nil && nsExists(ns) {
 		return err
