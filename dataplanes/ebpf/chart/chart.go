@@ -1,0 +1,238 @@
+// Package chart installs Cilium on a kind cluster with Helm's Go SDK, for `k8sguide up --provider kind
+// --dataplane ebpf`.
+//
+// Why: on kind the ebpf dataplane is the real thing, not a model of it. Cilium runs as the CNI and as the
+// kube-proxy replacement (kind is created without kube-proxy), so Services are load-balanced by Cilium's
+// eBPF datapath exactly as on a production node. The chart is pinned to datapath.CiliumVersion, the same
+// Cilium release whose bpf_host.c the netns engine compiles, so what the lab shows in its network
+// namespaces and what the kind cluster runs are the same datapath.
+//
+// The values are deliberately few (see Values): everything else stays at Cilium's defaults, so the lab
+// shows the datapath a stock Cilium install has.
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	helmchart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+)
+
+// ChartRepo is where Install fetches the chart from: Cilium's OCI chart registry. Cilium documents it next
+// to the classic repository (https://helm.cilium.io); with OCI, Helm's SDK pulls exactly one artifact by
+// tag (registry.Client.Pull) and needs no repositories.yaml, no index.yaml download and no repository cache.
+const ChartRepo = "oci://quay.io/cilium/charts/cilium"
+
+// ReleaseName and Namespace are the Helm release Cilium is installed as; kube-system is where Cilium's
+// documentation installs it (its agents are system-node-critical).
+const (
+	ReleaseName = "cilium"
+	Namespace   = "kube-system"
+)
+
+// APIServerPort is the port kind's kube-apiserver listens on inside the control-plane node container.
+const APIServerPort = 6443
+
+// Version is the chart version Install pins: datapath.CiliumVersion without its "v" ("1.20.2"); Cilium
+// publishes the chart with the same version as the release.
+func Version() string {
+	return strings.TrimPrefix(datapath.CiliumVersion, "v")
+}
+
+// Options are what the lab decides.
+type Options struct {
+	// ClusterName is the kind cluster's name. Its API server is the container <ClusterName>-control-plane,
+	// port 6443, on kind's Docker network.
+	ClusterName string
+	// LBAlgorithm is "" (Cilium's default, random), "random" or "maglev": loadBalancer.algorithm.
+	LBAlgorithm string
+	// NodePortRange is "" (Cilium's default, 30000-32767) or "<min>-<max>", the format of kube-apiserver's
+	// --service-node-port-range; it becomes nodePort.range "<min>,<max>", the chart's format.
+	NodePortRange string
+}
+
+// kind names a cluster's nodes <name>-control-plane, <name>-worker...; the node name is a Docker container
+// name and the API server host Cilium dials, so keep it to a DNS label.
+var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Values returns the Helm values k8sguide installs Cilium with, or an error naming the first bad option.
+// Every value is one that kind with kube-proxy replacement needs, or that the lab decides; the rest are
+// the chart's defaults (tunnel routing with VXLAN, Hubble in the agent, Envoy DaemonSet, ...).
+func Values(o Options) (map[string]any, error) {
+	if o.ClusterName == "" {
+		return nil, errors.New("cilium values: no kind cluster name")
+	}
+	if len(o.ClusterName)+len("-control-plane") > 63 || !clusterNameRE.MatchString(o.ClusterName) {
+		return nil, fmt.Errorf("cilium values: kind cluster name %q is not a DNS label (lower-case letters, digits and '-')", o.ClusterName)
+	}
+	v := map[string]any{
+		// The lab's kind cluster runs no kube-proxy: Cilium's eBPF datapath serves ClusterIP, NodePort,
+		// ExternalIP and LoadBalancer Services (and socket-level LB). Cilium 1.14+ takes true/false here.
+		"kubeProxyReplacement": true,
+		// Without kube-proxy nothing implements the kubernetes Service's ClusterIP (10.96.0.1) until Cilium
+		// runs, so Cilium must reach the API server directly: the control-plane node container, which
+		// Docker's DNS on the kind network resolves by name. The chart puts these in the agent's and the
+		// operator's KUBERNETES_SERVICE_HOST/PORT.
+		"k8sServiceHost": o.ClusterName + "-control-plane",
+		"k8sServicePort": APIServerPort,
+		// kind's kube-controller-manager allocates each node's podCIDR from 10.244.0.0/16; Cilium's kind
+		// guide uses them (ipam.mode=kubernetes) instead of its own cluster-pool 10.0.0.0/8, so pod IPs are
+		// the ones `kubectl get nodes -o wide` and the lab show.
+		"ipam": map[string]any{"mode": "kubernetes"},
+		// Cilium's kind guide sets it so images loaded with `kind load docker-image` are used; it is also the
+		// chart's default, pinned here because preloading depends on it.
+		"image": map[string]any{"pullPolicy": "IfNotPresent"},
+		// The operator is not on the datapath; one replica is plenty for a lab and halves its start-up cost
+		// (the default 2 replicas must land on two different nodes).
+		"operator": map[string]any{"replicas": 1},
+		// Re-running `up` with another LB algorithm or NodePort range upgrades the release, which changes the
+		// cilium-config ConfigMap; the agents only read it at start, so roll them when it changes.
+		"rollOutCiliumPods": true,
+	}
+	switch o.LBAlgorithm {
+	case "":
+	case "random", "maglev":
+		v["loadBalancer"] = map[string]any{"algorithm": o.LBAlgorithm}
+	default:
+		return nil, fmt.Errorf("cilium values: load-balancing algorithm %q is not random or maglev", o.LBAlgorithm)
+	}
+	if o.NodePortRange != "" {
+		lo, hi, err := parsePortRange(o.NodePortRange)
+		if err != nil {
+			return nil, fmt.Errorf("cilium values: NodePort range %q: %v", o.NodePortRange, err)
+		}
+		// Cilium's agent takes --node-port-range as "min,max" (a string slice; the chart's values.yaml
+		// documents range: "30000,32767").
+		v["nodePort"] = map[string]any{"range": fmt.Sprintf("%d,%d", lo, hi)}
+	}
+	return v, nil
+}
+
+// parsePortRange parses "<min>-<max>" with 1 <= min < max <= 65535 (Cilium rejects max <= min).
+func parsePortRange(s string) (lo, hi int, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return 0, 0, errors.New(`want "<min>-<max>", e.g. "30000-32767"`)
+	}
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	switch {
+	case err1 != nil || err2 != nil:
+		return 0, 0, errors.New(`want "<min>-<max>", e.g. "30000-32767"`)
+	case lo < 1 || hi > 65535:
+		return 0, 0, errors.New("ports must be within 1-65535")
+	case hi <= lo:
+		return 0, 0, errors.New("min port must be smaller than max port")
+	}
+	return lo, hi, nil
+}
+
+// SourceChartDir returns the Cilium chart in the Cilium sources the datapath is built from
+// (datapath.Sources(): $K8SGUIDE_CILIUM_SRC or the Go module cache's github.com/cilium/cilium@CiliumVersion):
+// install/kubernetes/cilium, the chart Cilium publishes as this release's chart.
+func SourceChartDir() (string, error) {
+	src, err := datapath.Sources()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(src, "install", "kubernetes", "cilium")
+	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+		return "", fmt.Errorf("no Cilium chart in %s: %v", dir, err)
+	}
+	return dir, nil
+}
+
+// LoadChart loads a Cilium chart directory or .tgz and checks it is Cilium's chart at Version().
+func LoadChart(path string) (*helmchart.Chart, error) {
+	ch, err := loader.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading Cilium chart %s: %w", path, err)
+	}
+	return ch, checkChart(ch, path)
+}
+
+func checkChart(ch *helmchart.Chart, from string) error {
+	if ch.Metadata == nil || ch.Metadata.Name != "cilium" || ch.Metadata.Version != Version() {
+		name, version := "", ""
+		if ch.Metadata != nil {
+			name, version = ch.Metadata.Name, ch.Metadata.Version
+		}
+		return fmt.Errorf("%s holds chart %q version %q, want \"cilium\" version %q", from, name, version, Version())
+	}
+	return nil
+}
+
+// renderKubeVersion is the Kubernetes version a client-side render assumes (the chart requires >= 1.21;
+// Helm's own default in tests is 1.20). It is the line of k8s.io/client-go the lab is built with, which is
+// the kind node image's line too.
+const renderKubeVersion = "v1.36.0"
+
+// Render renders the Cilium chart at chartPath (a directory or .tgz; see SourceChartDir) with Values(o)
+// client-side, as `helm template` does: no cluster, and the values are validated against the chart's
+// values.schema.json. It returns the manifest (YAML documents, each preceded by "# Source:").
+func Render(chartPath string, o Options) (string, error) {
+	vals, err := Values(o)
+	if err != nil {
+		return "", err
+	}
+	ch, err := LoadChart(chartPath)
+	if err != nil {
+		return "", err
+	}
+	return render(ch, vals)
+}
+
+// render is Helm's install action in client-only dry-run mode: the same values coalescing, schema
+// validation and template engine as Install, with fake capabilities and an in-memory release store.
+func render(ch *helmchart.Chart, vals map[string]any) (string, error) {
+	kv, err := common.ParseKubeVersion(renderKubeVersion)
+	if err != nil {
+		return "", err
+	}
+	in := action.NewInstall(action.NewConfiguration())
+	in.DryRunStrategy = action.DryRunClient
+	in.ReleaseName = ReleaseName
+	in.Namespace = Namespace
+	in.KubeVersion = kv
+	in.Replace = true // client-only: nothing to clash with
+	rel, err := in.Run(ch, vals)
+	if err != nil {
+		return "", fmt.Errorf("rendering Cilium chart %s: %s", Version(), oneLine(err))
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return "", fmt.Errorf("rendering Cilium chart %s: unexpected release type %T", Version(), rel)
+	}
+	return r.Manifest, nil
+}
+
+// oneLine folds an error's lines (Helm's schema and template errors span several) into one.
+func oneLine(err error) string {
+	var b bytes.Buffer
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if bytes.HasSuffix(b.Bytes(), []byte(":")) {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}

@@ -1,0 +1,400 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"helm.sh/helm/v4/pkg/action"
+	helmchart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/registry"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+)
+
+// The objects Install waits for, as the chart names them.
+const (
+	agentDaemonSet     = "cilium"
+	operatorDeployment = "cilium-operator"
+)
+
+// pollInterval is how often Install checks the agents and the operator.
+var pollInterval = 2 * time.Second
+
+// Install installs Cilium (or upgrades the release if it is already there) with Values(o), the chart
+// pulled from ChartRepo at Version(), into the cluster of kubeconfigPath's current context ("" means
+// kubectl's default: $KUBECONFIG or ~/.kube/config). It then waits until the Cilium agents (DaemonSet
+// cilium) and the operator (Deployment cilium-operator) are rolled out and ready. timeout bounds the
+// whole call; progress goes to log (nil: discarded). Errors are one line; when the wait times out the
+// error is "Cilium not ready after <timeout>: <what is not ready>".
+func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time.Duration, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	log = &lockedWriter{w: log} // Helm's logger writes from its own goroutines
+	vals, err := Values(o)
+	if err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("installing Cilium: timeout %v is not positive", timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	// The cluster first: a bad kubeconfig should not cost a chart download.
+	if kubeconfigPath != "" {
+		if _, err := os.Stat(kubeconfigPath); err != nil {
+			return fmt.Errorf("installing Cilium: kubeconfig: %v", err)
+		}
+	}
+	flags := kubeFlags(kubeconfigPath)
+	restConfig, err := flags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("installing Cilium: kubeconfig %s: %s", kubeconfigLabel(kubeconfigPath), oneLine(err))
+	}
+	clients, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("installing Cilium: %s", oneLine(err))
+	}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err := cfg.Init(flags, Namespace, "secret"); err != nil {
+		return fmt.Errorf("installing Cilium: %s", oneLine(err))
+	}
+	if err := cfg.KubeClient.IsReachable(); err != nil {
+		return fmt.Errorf("installing Cilium: kubeconfig %s: %s", kubeconfigLabel(kubeconfigPath), oneLine(err))
+	}
+
+	fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
+	ch, err := pullChart(ctx, chartRef())
+	if err != nil {
+		return fmt.Errorf("pulling Cilium chart %s:%s: %s", ChartRepo, Version(), oneLine(err))
+	}
+
+	if err := installOrUpgrade(ctx, cfg, ch, vals, log); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(log, "Waiting up to %v for the Cilium agents and operator\n", time.Until(deadline(ctx)).Round(time.Second))
+	if err := waitReady(ctx, clients, log); err != nil {
+		return waitFailed(err, timeout)
+	}
+	fmt.Fprintf(log, "Cilium %s is ready\n", datapath.CiliumVersion)
+	return nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// chartRef is the OCI reference registry.Client.Pull takes: ChartRepo without its scheme, tagged Version().
+func chartRef() string {
+	return strings.TrimPrefix(ChartRepo, registry.OCIScheme+"://") + ":" + Version()
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+func kubeconfigLabel(p string) string {
+	if p == "" {
+		return "(default)"
+	}
+	return p
+}
+
+// kubeFlags is the REST client getter Helm's actions take, for kubeconfigPath's current context. It is
+// built here rather than with cli.New(), which would also read HELM_* settings from the environment.
+func kubeFlags(kubeconfigPath string) *genericclioptions.ConfigFlags {
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfigPath
+	ns := Namespace
+	flags.Namespace = &ns
+	flags.WrapConfigFn = func(c *rest.Config) *rest.Config {
+		// client-go's default 5 QPS / burst 10 throttles Helm's discovery and apply calls; Helm's CLI
+		// raises the burst the same way.
+		c.QPS, c.Burst = 50, 100
+		return c
+	}
+	return flags
+}
+
+// pullChart pulls the chart from the OCI registry (anonymously unless Helm's or Docker's credential stores
+// hold credentials for it) and loads it. registry.Client.Pull takes no context, so a cancelled ctx
+// abandons it. opts are for tests.
+func pullChart(ctx context.Context, ref string, opts ...registry.ClientOption) (*helmchart.Chart, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		ch  *helmchart.Chart
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		client, err := registry.NewClient(append([]registry.ClientOption{registry.ClientOptEnableCache(true)}, opts...)...)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		res, err := client.Pull(ref)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		ch, err := loader.LoadArchive(bytes.NewReader(res.Chart.Data))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{ch: ch, err: checkChart(ch, ref)}
+	}()
+	select {
+	case r := <-done:
+		return r.ch, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// installOrUpgrade is `helm upgrade --install`: install when the release does not exist (or was
+// uninstalled with its history kept), else upgrade it, resetting its values to the chart's plus vals.
+// It does not wait for the workloads (waitReady does, with better errors), only for hooks.
+func installOrUpgrade(ctx context.Context, cfg *action.Configuration, ch *helmchart.Chart, vals map[string]any, log io.Writer) error {
+	var last *release.Release
+	latest, err := cfg.Releases.Last(ReleaseName) // the highest revision, whatever its status
+	notFound := errors.Is(err, driver.ErrReleaseNotFound)
+	if err != nil && !notFound {
+		return fmt.Errorf("installing Cilium: reading release %s/%s: %s", Namespace, ReleaseName, oneLine(err))
+	}
+	if err == nil {
+		last, _ = latest.(*release.Release)
+	}
+	remaining := time.Until(deadline(ctx))
+
+	if notFound || last == nil || last.Info == nil || last.Info.Status == rcommon.StatusUninstalled {
+		fmt.Fprintf(log, "Installing Cilium %s (release %s/%s)\n", datapath.CiliumVersion, Namespace, ReleaseName)
+		in := action.NewInstall(cfg)
+		in.ReleaseName = ReleaseName
+		in.Namespace = Namespace
+		in.WaitStrategy = kube.HookOnlyStrategy
+		in.Timeout = remaining
+		in.Replace = last != nil // reuse the name of an uninstalled release whose history was kept
+		if _, err := in.RunWithContext(ctx, ch, vals); err != nil {
+			return fmt.Errorf("installing Cilium %s: %s", datapath.CiliumVersion, oneLine(err))
+		}
+		return nil
+	}
+
+	if last.Info.Status.IsPending() {
+		return fmt.Errorf("installing Cilium: release %s/%s is %s (an earlier install or upgrade was interrupted): roll it back or uninstall it (helm -n %s uninstall %s), or recreate the cluster",
+			Namespace, ReleaseName, last.Info.Status, Namespace, ReleaseName)
+	}
+	fmt.Fprintf(log, "Upgrading Cilium release %s/%s (revision %d, %s) to %s\n", Namespace, ReleaseName, last.Version, last.Info.Status, datapath.CiliumVersion)
+	up := action.NewUpgrade(cfg)
+	up.Namespace = Namespace
+	up.WaitStrategy = kube.HookOnlyStrategy
+	up.Timeout = remaining
+	up.ResetValues = true // the values are all k8sguide's: what Values returns now is the whole truth
+	up.MaxHistory = 10
+	if _, err := up.RunWithContext(ctx, ReleaseName, ch, vals); err != nil {
+		return fmt.Errorf("upgrading Cilium to %s: %s", datapath.CiliumVersion, oneLine(err))
+	}
+	return nil
+}
+
+// waitReady polls until DaemonSet cilium and Deployment cilium-operator are rolled out (the current
+// generation observed, every pod updated) and ready, or ctx ends; the error then says what is not ready.
+func waitReady(ctx context.Context, c kubernetes.Interface, log io.Writer) error {
+	var last string
+	for {
+		problems := readiness(ctx, c)
+		if len(problems) == 0 {
+			return nil
+		}
+		if s := strings.Join(problems, "; "); s != last {
+			fmt.Fprintf(log, "  %s\n", s)
+			last = s
+		}
+		select {
+		case <-ctx.Done():
+			return &notReadyError{what: last, err: ctx.Err()}
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// waitFailed is Install's error for waitReady's: "Cilium not ready after <timeout>: <what>" when time ran out.
+func waitFailed(err error, timeout time.Duration) error {
+	var nr *notReadyError
+	if errors.As(err, &nr) && errors.Is(nr.err, context.DeadlineExceeded) {
+		return fmt.Errorf("Cilium not ready after %v: %s", timeout, oneLine(errors.New(nr.what)))
+	}
+	return fmt.Errorf("waiting for Cilium: %s", oneLine(err))
+}
+
+// notReadyError is waitReady's error: what was not ready when ctx ended, and why it ended.
+type notReadyError struct {
+	what string
+	err  error
+}
+
+func (e *notReadyError) Error() string { return e.what + " (" + e.err.Error() + ")" }
+func (e *notReadyError) Unwrap() error { return e.err }
+
+// readiness lists what keeps the agents and the operator from being ready; empty means ready.
+func readiness(ctx context.Context, c kubernetes.Interface) []string {
+	var problems []string
+	ds, err := c.AppsV1().DaemonSets(Namespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		problems = append(problems, fmt.Sprintf("DaemonSet %s/%s not found", Namespace, agentDaemonSet))
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("DaemonSet %s/%s: %v", Namespace, agentDaemonSet, err))
+	default:
+		if p := daemonSetProblem(ds); p != "" {
+			problems = append(problems, p+podProblems(ctx, c, ds.Spec.Selector))
+		}
+	}
+	dep, err := c.AppsV1().Deployments(Namespace).Get(ctx, operatorDeployment, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		problems = append(problems, fmt.Sprintf("Deployment %s/%s not found", Namespace, operatorDeployment))
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("Deployment %s/%s: %v", Namespace, operatorDeployment, err))
+	default:
+		if p := deploymentProblem(dep); p != "" {
+			problems = append(problems, p+podProblems(ctx, c, dep.Spec.Selector))
+		}
+	}
+	return problems
+}
+
+// daemonSetProblem is kubectl rollout status's test for a DaemonSet, plus readiness: "" when every
+// scheduled pod runs the current template and is available.
+func daemonSetProblem(ds *appsv1.DaemonSet) string {
+	s := ds.Status
+	name := fmt.Sprintf("DaemonSet %s/%s", ds.Namespace, ds.Name)
+	switch {
+	case s.ObservedGeneration < ds.Generation:
+		return name + ": update not yet observed"
+	case s.DesiredNumberScheduled == 0:
+		return name + ": no nodes to run on yet"
+	case s.UpdatedNumberScheduled < s.DesiredNumberScheduled:
+		return fmt.Sprintf("%s: %d of %d agents updated", name, s.UpdatedNumberScheduled, s.DesiredNumberScheduled)
+	case s.NumberAvailable < s.DesiredNumberScheduled || s.NumberReady < s.DesiredNumberScheduled:
+		return fmt.Sprintf("%s: %d of %d agents ready", name, s.NumberReady, s.DesiredNumberScheduled)
+	}
+	return ""
+}
+
+// deploymentProblem is kubectl rollout status's test for a Deployment: "" when all replicas are updated,
+// no old ones remain and all are available.
+func deploymentProblem(d *appsv1.Deployment) string {
+	s := d.Status
+	name := fmt.Sprintf("Deployment %s/%s", d.Namespace, d.Name)
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	switch {
+	case s.ObservedGeneration < d.Generation:
+		return name + ": update not yet observed"
+	case s.UpdatedReplicas < want:
+		return fmt.Sprintf("%s: %d of %d replicas updated", name, s.UpdatedReplicas, want)
+	case s.Replicas > s.UpdatedReplicas:
+		return fmt.Sprintf("%s: %d old replicas pending termination", name, s.Replicas-s.UpdatedReplicas)
+	case s.AvailableReplicas < want:
+		return fmt.Sprintf("%s: %d of %d replicas available", name, s.AvailableReplicas, want)
+	}
+	return ""
+}
+
+// podProblems names, for the pods of selector that are not ready, why (a waiting container's reason such
+// as ImagePullBackOff or CrashLoopBackOff, or the pod's phase), as " (pod cilium-x on kind-worker:
+// CrashLoopBackOff, ...)"; "" when there is nothing to add.
+func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.LabelSelector) string {
+	if selector == nil {
+		return ""
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return ""
+	}
+	pods, err := c.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podReady(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		why := string(p.Status.Phase)
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+				why = cs.Name + " " + w.Reason
+				break
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				why = fmt.Sprintf("%s exited %d (%s)", cs.Name, t.ExitCode, t.Reason)
+				break
+			}
+		}
+		if why == "" {
+			why = "not ready"
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "no node"
+		}
+		out = append(out, fmt.Sprintf("pod %s on %s: %s", p.Name, node, why))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	sort.Strings(out)
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("%d more", len(out)-3))
+	}
+	return " (" + strings.Join(out, ", ") + ")"
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
