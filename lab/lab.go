@@ -59,6 +59,12 @@ type Config struct {
 	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
 	// LBAlgorithm is Cilium's --bpf-lb-algorithm for the ebpf dataplane: "random" (the default) or "maglev".
 	LBAlgorithm string
+
+	// Only the kind provider builds real Kubernetes nodes; these are its settings.
+	Image             string // node image (default: the pinned Kubernetes 1.36 one)
+	KubernetesVersion string // picks a node image by version instead
+	Kubeconfig        string // where kind writes the kubeconfig ("" as kind does: $KUBECONFIG, else ~/.kube/config)
+	Retain            bool   // keep a cluster whose creation failed, for debugging
 }
 
 // LB algorithms of the ebpf dataplane.
@@ -157,7 +163,7 @@ type ExposeOptions struct {
 	Deployment            string
 	Service               string // defaults to Deployment
 	Port                  int32
-	TargetPort            int32 // defaults to the Deployment's first container port, then Port
+	TargetPort            int32 // defaults to Port, as kubectl expose does
 	NodePort              int32 // 0: allocate one
 	ExternalTrafficPolicy v1.ServiceExternalTrafficPolicy
 }
@@ -170,8 +176,9 @@ type Reply struct {
 
 // Workloads are the Kubernetes objects of a lab. Kind answers from its apiserver; netns keeps them on disk.
 type Workloads interface {
-	// Apply creates or updates Deployments and Services, as `kubectl apply` would.
-	Apply(ctx context.Context, deployments []*appsv1.Deployment, services []*v1.Service) error
+	// Apply creates or updates ConfigMaps, Deployments and Services, as `kubectl apply` would, and returns once
+	// the Deployments' pods are ready.
+	Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error
 	Scale(ctx context.Context, namespace, deployment string, replicas int32) error
 	Expose(ctx context.Context, opts ExposeOptions) (*v1.Service, error)
 	Deployments(ctx context.Context) ([]appsv1.Deployment, error)
@@ -197,6 +204,9 @@ type Provider interface {
 	Exec(ctx context.Context, name, node string, argv []string, streams Streams) error
 	// Workloads gives access to the lab's Kubernetes objects.
 	Workloads(ctx context.Context, name string) (Workloads, error)
+	// ToolPath is the path, inside node (or the client), of a k8sguide binary that runs there: the collector
+	// and the kernel tracer run as its `internal` commands.
+	ToolPath(ctx context.Context, name, node string) (string, error)
 	// Get makes one HTTP request to addr ("IP:PORT") from the lab's client and says who answered.
 	Get(ctx context.Context, name, addr string) (Reply, error)
 }

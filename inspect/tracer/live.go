@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
@@ -34,7 +33,7 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	if _, err := NodeOf(st, node); err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
+	exe, err := p.ToolPath(ctx, name, node)
 	if err != nil {
 		return nil, err
 	}

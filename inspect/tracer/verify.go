@@ -83,7 +83,7 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	if pred.Dataplane == "iptables" {
 		engine = "iptables"
 	}
-	exe, err := os.Executable()
+	exe, err := p.ToolPath(ctx, name, node)
 	if err != nil {
 		return nil, err
 	}
@@ -181,9 +181,12 @@ func verifySource(req Request, name, node string) (Request, string, error) {
 }
 
 func connect(ctx context.Context, p lab.Provider, name, where, dst string, sport int) trace.Connection {
-	exe, _ := os.Executable()
+	exe, err := p.ToolPath(ctx, name, where)
+	if err != nil {
+		return trace.Connection{Error: err.Error()}
+	}
 	var out, errb strings.Builder
-	err := p.Exec(ctx, name, where, []string{exe, "internal", "connect", "--dst", dst, "--sport", strconv.Itoa(sport)}, lab.Streams{Out: &out, Err: &errb})
+	err = p.Exec(ctx, name, where, []string{exe, "internal", "connect", "--dst", dst, "--sport", strconv.Itoa(sport)}, lab.Streams{Out: &out, Err: &errb})
 	var c trace.Connection
 	if jerr := json.Unmarshal([]byte(out.String()), &c); jerr != nil {
 		msg := strings.TrimSpace(errb.String())

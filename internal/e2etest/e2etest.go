@@ -20,6 +20,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/providers"
 	"github.com/k8sguide/k8sguide/lab/state"
 )
 
@@ -36,6 +37,8 @@ func Main(m *testing.M) int {
 	if argv := os.Getenv(measureEnv); argv != "" {
 		return measured(argv)
 	}
+	// These are netns labs, even on a host whose Docker engine would make `auto` pick kind.
+	os.Setenv(providers.Env, "netns")
 	if os.Geteuid() != 0 {
 		return m.Run() // the tests skip themselves
 	}

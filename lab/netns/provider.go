@@ -32,7 +32,6 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
-	"github.com/k8sguide/k8sguide/lab/alloc"
 	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
@@ -103,34 +102,12 @@ func podCIDR(i int) string { return fmt.Sprintf("10.244.%d.0/24", i) }
 
 // validateConfig checks everything `up` is given before anything is made.
 func validateConfig(cfg *lab.Config) error {
-	if err := lab.ValidateName(cfg.Name); err != nil {
+	if err := cfg.Validate(200); err != nil {
 		return err
 	}
-	if cfg.Workers < 0 || cfg.Workers > 200 {
-		return fmt.Errorf("--workers %d: want 0 to 200", cfg.Workers)
-	}
-	if cfg.NodePortRange == "" {
-		cfg.NodePortRange = lab.DefaultNodePortRange
-	}
-	if _, err := alloc.ParsePortRange(cfg.NodePortRange); err != nil {
-		return err
-	}
-	switch {
-	case cfg.LBAlgorithm == "":
-	case cfg.Dataplane != lab.EBPF:
-		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's modes choose at random)")
-	case cfg.LBAlgorithm != lab.LBRandom && cfg.LBAlgorithm != lab.LBMaglev:
-		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
-	}
-	if cfg.Dataplane == lab.EBPF && len(cfg.NodePortAddresses) > 0 {
-		return fmt.Errorf("--nodeport-addresses is kube-proxy's: the ebpf dataplane serves NodePorts on each node's address (and 0.0.0.0 for pods)")
-	}
-	for _, c := range cfg.NodePortAddresses {
-		if c == "primary" {
-			continue
-		}
-		if _, err := netip.ParsePrefix(c); err != nil {
-			return fmt.Errorf("--nodeport-addresses: %q is not a CIDR (or \"primary\")", c)
+	for flag, set := range map[string]bool{"--image": cfg.Image != "", "--kubernetes-version": cfg.KubernetesVersion != "", "--kubeconfig": cfg.Kubeconfig != "", "--retain": cfg.Retain} {
+		if set {
+			return fmt.Errorf("%s is for the kind provider: a netns lab runs the proxy code built into k8sguide, with no node image, kubeconfig or cluster to keep", flag)
 		}
 	}
 	return nil
@@ -406,6 +383,14 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
 	return cmd.Run()
+}
+
+// ToolPath is this binary: a netns node shares the host's filesystem.
+func (p *Provider) ToolPath(ctx context.Context, name, node string) (string, error) {
+	if _, err := p.Store.Brief(name); err != nil {
+		return "", err
+	}
+	return p.Exe, nil
 }
 
 // Get makes one HTTP request from the lab's client to addr and reports which pod answered.

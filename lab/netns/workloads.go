@@ -193,7 +193,9 @@ func (p *Provider) podLog(labName, pod string) string {
 	return p.Store.Dir(labName) + "/pod-" + pod + ".log"
 }
 
-func (w *workloads) Apply(ctx context.Context, deployments []*appsv1.Deployment, services []*v1.Service) error {
+// Apply keeps Deployments and Services. ConfigMaps are accepted and not kept: a netns pod runs k8sguide's own
+// server, which has no configuration to mount.
+func (w *workloads) Apply(ctx context.Context, _ []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error {
 	return w.update(ctx, func(st *state.Lab, now time.Time) error {
 		for _, d := range deployments {
 			d = d.DeepCopy()
@@ -239,40 +241,19 @@ func (w *workloads) Scale(ctx context.Context, namespace, name string, replicas 
 	})
 }
 
-// Expose creates a NodePort Service for a Deployment, as `kubectl expose deployment NAME --type=NodePort
-// --port=PORT [--target-port=N]` does: the Deployment's selector, one unnamed port, targetPort defaulting to the
-// port.
+// Expose creates the NodePort Service `kubectl expose` would (workload.ExposeService).
 func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Service, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = metav1.NamespaceDefault
-	}
-	if opts.Service == "" {
-		opts.Service = opts.Deployment
-	}
-	if opts.Port <= 0 || opts.Port > 65535 {
-		return nil, fmt.Errorf("--port %d: must be 1-65535", opts.Port)
-	}
-	if opts.TargetPort == 0 {
-		opts.TargetPort = opts.Port
+	opts, err := workload.ExposeDefaults(opts)
+	if err != nil {
+		return nil, err
 	}
 	var created *v1.Service
-	err := w.update(ctx, func(st *state.Lab, now time.Time) error {
+	err = w.update(ctx, func(st *state.Lab, now time.Time) error {
 		i := findDeployment(st.Deployments, opts.Namespace, opts.Deployment)
 		if i < 0 {
 			return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, opts.Deployment)
 		}
-		svc := &v1.Service{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Service, Namespace: opts.Namespace, Labels: st.Deployments[i].Labels},
-			Spec: v1.ServiceSpec{
-				Type:                  v1.ServiceTypeNodePort,
-				Selector:              st.Deployments[i].Spec.Selector.MatchLabels,
-				ExternalTrafficPolicy: opts.ExternalTrafficPolicy,
-				Ports: []v1.ServicePort{{
-					Protocol: v1.ProtocolTCP, Port: opts.Port, TargetPort: intstr.FromInt32(opts.TargetPort), NodePort: opts.NodePort,
-				}},
-			},
-		}
+		svc := workload.ExposeService(&st.Deployments[i], opts)
 		if err := w.putService(st, svc, now, false); err != nil {
 			return err
 		}

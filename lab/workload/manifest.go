@@ -15,14 +15,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Manifest is what a scenario file holds: Deployments and Services.
+// Manifest is what a scenario file holds: ConfigMaps, Deployments and Services.
 type Manifest struct {
+	ConfigMaps  []*v1.ConfigMap
 	Deployments []*appsv1.Deployment
 	Services    []*v1.Service
 }
 
-// ParseManifest reads a YAML or JSON file of one or more documents. Only apps/v1 Deployments and v1 Services are
-// accepted; anything else is an error naming the document, so a typo is not silently ignored.
+// ParseManifest reads a YAML or JSON file of one or more documents. Only v1 ConfigMaps, apps/v1 Deployments and
+// v1 Services are accepted; anything else is an error naming the document, so a typo is not silently ignored.
 func ParseManifest(data []byte) (*Manifest, error) {
 	var m Manifest
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -51,6 +52,18 @@ func ParseManifest(data []byte) (*Manifest, error) {
 				return nil, fmt.Errorf("document %d: %w", n, err)
 			}
 			m.Deployments = append(m.Deployments, &d)
+		case tm.APIVersion == "v1" && tm.Kind == "ConfigMap":
+			var c v1.ConfigMap
+			if err := yaml.UnmarshalStrict(doc, &c); err != nil {
+				return nil, fmt.Errorf("document %d (ConfigMap): %w", n, err)
+			}
+			if c.Name == "" {
+				return nil, fmt.Errorf("document %d: ConfigMap has no metadata.name", n)
+			}
+			if c.Namespace == "" {
+				c.Namespace = metav1.NamespaceDefault
+			}
+			m.ConfigMaps = append(m.ConfigMaps, &c)
 		case tm.APIVersion == "v1" && tm.Kind == "Service":
 			var s v1.Service
 			if err := yaml.UnmarshalStrict(doc, &s); err != nil {
@@ -64,7 +77,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 			}
 			m.Services = append(m.Services, &s)
 		default:
-			return nil, fmt.Errorf("document %d: unsupported kind %q (apiVersion %q): a lab manifest holds apps/v1 Deployments and v1 Services", n, tm.Kind, tm.APIVersion)
+			return nil, fmt.Errorf("document %d: unsupported kind %q (apiVersion %q): a lab manifest holds v1 ConfigMaps, apps/v1 Deployments and v1 Services", n, tm.Kind, tm.APIVersion)
 		}
 	}
 	if len(m.Deployments) == 0 && len(m.Services) == 0 {

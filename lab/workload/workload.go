@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/endpointslice"
 	endpointsliceutil "k8s.io/endpointslice/util"
@@ -268,4 +269,39 @@ func endpointPorts(svc *v1.Service, pod *v1.Pod) []discoveryv1.EndpointPort {
 
 func equalSlices(a, b *discoveryv1.EndpointSlice) bool {
 	return apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints) && apiequality.Semantic.DeepEqual(a.Ports, b.Ports)
+}
+
+// ExposeDefaults checks `nodeport`'s options and fills what kubectl expose would: the default namespace, the
+// Service named after the Deployment, targetPort equal to the port.
+func ExposeDefaults(opts lab.ExposeOptions) (lab.ExposeOptions, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = metav1.NamespaceDefault
+	}
+	if opts.Service == "" {
+		opts.Service = opts.Deployment
+	}
+	if opts.Port <= 0 || opts.Port > 65535 {
+		return opts, fmt.Errorf("--port %d: must be 1-65535", opts.Port)
+	}
+	if opts.TargetPort == 0 {
+		opts.TargetPort = opts.Port
+	}
+	return opts, nil
+}
+
+// ExposeService is the Service `kubectl expose deployment NAME --type=NodePort --port=PORT [--target-port=N]`
+// creates for d: the Deployment's labels and selector, one unnamed TCP port. opts has had ExposeDefaults.
+func ExposeService(d *appsv1.Deployment, opts lab.ExposeOptions) *v1.Service {
+	return &v1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: opts.Service, Namespace: opts.Namespace, Labels: d.Labels},
+		Spec: v1.ServiceSpec{
+			Type:                  v1.ServiceTypeNodePort,
+			Selector:              d.Spec.Selector.MatchLabels,
+			ExternalTrafficPolicy: opts.ExternalTrafficPolicy,
+			Ports: []v1.ServicePort{{
+				Protocol: v1.ProtocolTCP, Port: opts.Port, TargetPort: intstr.FromInt32(opts.TargetPort), NodePort: opts.NodePort,
+			}},
+		},
+	}
 }

@@ -63,7 +63,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if err != nil {
 		return err
 	}
-	if err := w.Apply(cmd.Context(), m.Deployments, m.Services); err != nil {
+	if err := w.Apply(cmd.Context(), m.ConfigMaps, m.Deployments, m.Services); err != nil {
 		return err
 	}
 	for _, d := range m.Deployments {

@@ -2,6 +2,7 @@
 package up
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,12 @@ type flags struct {
 	NodePortRange     string
 	NodePortAddresses []string
 	LBAlgorithm       string
+	Image             string
+	KubernetesVersion string
+	Kubeconfig        string
+	Retain            bool
+	DryRun            bool
+	Output            string
 }
 
 // NewCommand returns the up command.
@@ -26,18 +33,27 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create a lab: one control-plane node and N workers with the chosen Service dataplane",
-		Args:  cobra.NoArgs,
+		Example: "  k8sguide up --dataplane nftables\n" +
+			"  k8sguide up --provider kind --dataplane ebpf --dry-run -o yaml",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runE(cmd, f, streams)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name (prefixes node names)")
-	cmd.Flags().StringVar(&f.Provider, "provider", "netns", "lab provider: "+strings.Join(providers.Names, ", "))
-	cmd.Flags().StringVar(&f.Dataplane, "dataplane", string(lab.IPTables), "Service dataplane: iptables, nftables, ipvs, ebpf")
-	cmd.Flags().IntVar(&f.Workers, "workers", 2, "number of worker nodes")
-	cmd.Flags().StringVar(&f.NodePortRange, "service-node-port-range", lab.DefaultNodePortRange, "apiserver --service-node-port-range")
-	cmd.Flags().StringSliceVar(&f.NodePortAddresses, "nodeport-addresses", nil, "kube-proxy --nodeport-addresses: CIDRs whose local addresses serve NodePorts (default: all)")
-	cmd.Flags().StringVar(&f.LBAlgorithm, "lb-algorithm", "", "ebpf dataplane: Cilium's --bpf-lb-algorithm, random (default) or maglev")
+	fl := cmd.Flags()
+	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name (prefixes node names)")
+	fl.StringVar(&f.Provider, "provider", providers.Default(), "lab provider: "+strings.Join(providers.Names, ", ")+" (auto: kind when a Docker engine answers, else netns; default from $"+providers.Env+")")
+	fl.StringVar(&f.Dataplane, "dataplane", string(lab.IPTables), "Service dataplane: iptables, nftables, ipvs, ebpf")
+	fl.IntVar(&f.Workers, "workers", 2, "number of worker nodes")
+	fl.StringVar(&f.NodePortRange, "service-node-port-range", lab.DefaultNodePortRange, "apiserver --service-node-port-range")
+	fl.StringSliceVar(&f.NodePortAddresses, "nodeport-addresses", nil, "kube-proxy --nodeport-addresses: CIDRs whose local addresses serve NodePorts (default: all)")
+	fl.StringVar(&f.LBAlgorithm, "lb-algorithm", "", "ebpf dataplane: Cilium's --bpf-lb-algorithm, random (default) or maglev")
+	fl.StringVar(&f.Image, "image", "", "kind: node image (default: Kubernetes 1.36.4, pinned by digest)")
+	fl.StringVar(&f.KubernetesVersion, "kubernetes-version", "", "kind: pick the node image by Kubernetes version instead of --image")
+	fl.StringVar(&f.Kubeconfig, "kubeconfig", "", "kind: where to write the kubeconfig (default as kind: $KUBECONFIG, else ~/.kube/config)")
+	fl.BoolVar(&f.Retain, "retain", false, "kind: keep the cluster if creating it fails, for debugging")
+	fl.BoolVar(&f.DryRun, "dry-run", false, "kind: print the kind config (and Cilium's Helm values) instead of creating anything")
+	fl.StringVarP(&f.Output, "output", "o", "yaml", "with --dry-run: yaml or json")
 	return cmd
 }
 
@@ -46,16 +62,31 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if err != nil {
 		return err
 	}
-	p, err := providers.New(f.Provider)
-	if err != nil {
-		return err
-	}
-	return p.Create(cmd.Context(), lab.Config{
+	cfg := lab.Config{
 		Name:              f.Name,
 		Dataplane:         d,
 		Workers:           f.Workers,
 		NodePortRange:     f.NodePortRange,
 		NodePortAddresses: f.NodePortAddresses,
 		LBAlgorithm:       f.LBAlgorithm,
-	}, streams.Err)
+		Image:             f.Image,
+		KubernetesVersion: f.KubernetesVersion,
+		Kubeconfig:        f.Kubeconfig,
+		Retain:            f.Retain,
+	}
+	provider, why, err := providers.Choose(cmd.Context(), f.Provider)
+	if err != nil {
+		return err
+	}
+	if f.DryRun {
+		return providers.DryRun(provider, cfg, f.Output, streams.Out)
+	}
+	if why != "" {
+		fmt.Fprintln(streams.Err, why)
+	}
+	p, err := providers.New(provider)
+	if err != nil {
+		return err
+	}
+	return p.Create(cmd.Context(), cfg, streams.Err)
 }

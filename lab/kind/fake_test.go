@@ -1,0 +1,199 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
+)
+
+// fakeNode is a kind node whose filesystem is a map: it answers the commands the provider runs in nodes
+// (uname, sha256sum, mkdir, tee, chmod, mv) and records every argv.
+type fakeNode struct {
+	name, role, ip, machine string
+	mu                      sync.Mutex
+	files                   map[string][]byte
+	modes                   map[string]string
+	ran                     [][]string
+	// exit, when set, is what any other command returns.
+	exit error
+}
+
+func newFakeNode(name, role, ip string) *fakeNode {
+	return &fakeNode{name: name, role: role, ip: ip, machine: "x86_64", files: map[string][]byte{}, modes: map[string]string{}}
+}
+
+func (n *fakeNode) String() string              { return n.name }
+func (n *fakeNode) Role() (string, error)       { return n.role, nil }
+func (n *fakeNode) IP() (string, string, error) { return n.ip, "", nil }
+func (n *fakeNode) SerialLogs(io.Writer) error  { return nil }
+func (n *fakeNode) Command(c string, a ...string) kindexec.Cmd {
+	return n.CommandContext(context.Background(), c, a...)
+}
+func (n *fakeNode) CommandContext(_ context.Context, c string, a ...string) kindexec.Cmd {
+	return &fakeCmd{node: n, argv: append([]string{c}, a...)}
+}
+
+func (n *fakeNode) commands() [][]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([][]string(nil), n.ran...)
+}
+
+type fakeCmd struct {
+	node           *fakeNode
+	argv           []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func (c *fakeCmd) SetEnv(...string) kindexec.Cmd      { return c }
+func (c *fakeCmd) SetStdin(r io.Reader) kindexec.Cmd  { c.stdin = r; return c }
+func (c *fakeCmd) SetStdout(w io.Writer) kindexec.Cmd { c.stdout = w; return c }
+func (c *fakeCmd) SetStderr(w io.Writer) kindexec.Cmd { c.stderr = w; return c }
+
+func (c *fakeCmd) Run() error {
+	n := c.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ran = append(n.ran, c.argv)
+	out := c.stdout
+	if out == nil {
+		out = io.Discard
+	}
+	fail := func(msg string) error {
+		if c.stderr != nil {
+			fmt.Fprintln(c.stderr, msg)
+		}
+		return &kindexec.RunError{Command: c.argv, Inner: fmt.Errorf("exit status 1")}
+	}
+	switch a := c.argv; a[0] {
+	case "uname":
+		fmt.Fprintln(out, n.machine)
+	case "sha256sum":
+		data, ok := n.files[a[1]]
+		if !ok {
+			return fail("sha256sum: " + a[1] + ": No such file or directory")
+		}
+		sum := sha256.Sum256(data)
+		fmt.Fprintf(out, "%s  %s\n", hex.EncodeToString(sum[:]), a[1])
+	case "mkdir":
+	case "tee":
+		var b bytes.Buffer
+		if c.stdin != nil {
+			io.Copy(&b, c.stdin)
+		}
+		n.files[a[1]] = b.Bytes()
+		out.Write(b.Bytes())
+	case "chmod":
+		if _, ok := n.files[a[2]]; !ok {
+			return fail("chmod: cannot access '" + a[2] + "'")
+		}
+		n.modes[a[2]] = a[1]
+	case "mv":
+		src, dst := a[len(a)-2], a[len(a)-1]
+		n.files[dst], n.modes[dst] = n.files[src], n.modes[src]
+		delete(n.files, src)
+		delete(n.modes, src)
+	default:
+		if n.exit != nil {
+			return n.exit
+		}
+		fmt.Fprintf(out, "ran %s\n", strings.Join(a, " "))
+	}
+	return nil
+}
+
+// fakeRuntime is kind without Docker: clusters are lists of fake nodes.
+type fakeRuntime struct {
+	mu        sync.Mutex
+	clusters  map[string][]*fakeNode
+	createErr error
+	created   []*v1alpha4.Cluster
+	deleted   []string
+	kubeconf  string
+	// block, when set, is waited on by Create (an interrupt test closes it).
+	block chan struct{}
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{clusters: map[string][]*fakeNode{}, kubeconf: "apiVersion: v1\nkind: Config\n"}
+}
+
+func (r *fakeRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, retain bool, wait time.Duration) error {
+	if r.block != nil {
+		<-r.block
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.created = append(r.created, cfg)
+	var ns []*fakeNode
+	workers := 0
+	for i, n := range cfg.Nodes {
+		nodeName := name + "-control-plane"
+		if n.Role == v1alpha4.WorkerRole {
+			workers++
+			nodeName = name + "-worker"
+			if workers > 1 {
+				nodeName = fmt.Sprintf("%s-worker%d", name, workers)
+			}
+		}
+		ns = append(ns, newFakeNode(nodeName, string(n.Role), fmt.Sprintf("172.18.0.%d", i+2)))
+	}
+	r.clusters[name] = ns
+	if r.createErr != nil && !retain {
+		delete(r.clusters, name)
+	}
+	return r.createErr
+}
+
+func (r *fakeRuntime) Delete(name, kubeconfig string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted = append(r.deleted, name)
+	delete(r.clusters, name)
+	return nil
+}
+
+func (r *fakeRuntime) List() ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for n := range r.clusters {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (r *fakeRuntime) Nodes(name string) ([]nodes.Node, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []nodes.Node
+	for _, n := range r.clusters[name] {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (r *fakeRuntime) KubeConfig(name string) (string, error)  { return r.kubeconf, nil }
+func (r *fakeRuntime) Gateway(context.Context) (string, error) { return "172.18.0.1", nil }
+
+// exitError is a real *exec.ExitError with the given code.
+func exitError(code int) error {
+	return exec.Command("sh", "-c", fmt.Sprintf("exit %d", code)).Run()
+}
+
+// runError is how kind's docker exec reports a command's failure: a RunError around os/exec's error.
+func runError(inner error) error {
+	return &kindexec.RunError{Command: []string{"docker", "exec"}, Inner: inner}
+}

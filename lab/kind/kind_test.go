@@ -1,0 +1,556 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/workload"
+	"github.com/k8sguide/k8sguide/scenarios"
+)
+
+const pinned136 = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
+
+func config(d lab.Dataplane, mod func(*lab.Config)) lab.Config {
+	c := lab.Config{Name: "k8s-guide", Dataplane: d, Workers: 2, NodePortRange: lab.DefaultNodePortRange}
+	if mod != nil {
+		mod(&c)
+	}
+	return c
+}
+
+// TestClusterConfig checks the typed kind config for each dataplane and option, and that its YAML reads back
+// strictly into kind's v1alpha4 types as the same config.
+func TestClusterConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       lab.Config
+		mode      v1alpha4.ProxyMode
+		noCNI     bool
+		patches   []string
+		nodeCount int
+	}{
+		{"iptables", config(lab.IPTables, nil), v1alpha4.IPTablesProxyMode, false, nil, 3},
+		{"nftables", config(lab.NFTables, nil), v1alpha4.NFTablesProxyMode, false, nil, 3},
+		{"ipvs", config(lab.IPVS, nil), v1alpha4.IPVSProxyMode, false, nil, 3},
+		{"ebpf", config(lab.EBPF, nil), "none", true, nil, 3},
+		{"one worker", config(lab.IPTables, func(c *lab.Config) { c.Workers = 1 }), v1alpha4.IPTablesProxyMode, false, nil, 2},
+		{"nodeport addresses", config(lab.NFTables, func(c *lab.Config) { c.NodePortAddresses = []string{"172.18.0.0/16", "primary"} }),
+			v1alpha4.NFTablesProxyMode, false, []string{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnodePortAddresses: [\"172.18.0.0/16\", \"primary\"]\n"}, 3},
+		{"node port range", config(lab.IPVS, func(c *lab.Config) { c.NodePortRange = "30000-30100" }),
+			v1alpha4.IPVSProxyMode, false, []string{"kind: ClusterConfiguration\napiServer:\n  extraArgs:\n    service-node-port-range: \"30000-30100\"\n"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl, err := MakePlan(tc.cfg, fakeCiliumValues)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := pl.Cluster
+			if c.Networking.KubeProxyMode != tc.mode || c.Networking.DisableDefaultCNI != tc.noCNI {
+				t.Errorf("networking %+v, want kubeProxyMode %q disableDefaultCNI %v", c.Networking, tc.mode, tc.noCNI)
+			}
+			if c.Networking.PodSubnet != lab.PodSubnet || c.Networking.ServiceSubnet != lab.ServiceSubnet {
+				t.Errorf("subnets %s %s", c.Networking.PodSubnet, c.Networking.ServiceSubnet)
+			}
+			if len(c.Nodes) != tc.nodeCount || c.Nodes[0].Role != v1alpha4.ControlPlaneRole {
+				t.Fatalf("nodes %+v", c.Nodes)
+			}
+			for _, n := range c.Nodes[1:] {
+				if n.Role != v1alpha4.WorkerRole {
+					t.Errorf("node role %s", n.Role)
+				}
+			}
+			for _, n := range c.Nodes {
+				if n.Image != pinned136 || n.Labels[DataplaneLabel] != string(tc.cfg.Dataplane) {
+					t.Errorf("node image %s labels %v", n.Image, n.Labels)
+				}
+			}
+			if !reflect.DeepEqual(c.KubeadmConfigPatches, tc.patches) {
+				t.Errorf("patches %q, want %q", c.KubeadmConfigPatches, tc.patches)
+			}
+			if (pl.CiliumValues != nil) != (tc.cfg.Dataplane == lab.EBPF) {
+				t.Errorf("cilium values %v for %s", pl.CiliumValues, tc.cfg.Dataplane)
+			}
+			// The YAML is what a user would hand `kind create cluster --config`: it must read back strictly.
+			data, err := pl.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(data), "\n---\n")
+			var back v1alpha4.Cluster
+			if err := yaml.UnmarshalStrict([]byte(first), &back); err != nil {
+				t.Fatalf("kind config does not read back: %v\n%s", err, first)
+			}
+			if !reflect.DeepEqual(&back, c) {
+				t.Errorf("read back %+v, want %+v", back, *c)
+			}
+			// Every patch is a YAML object kind can match: it names its kind.
+			for _, p := range c.KubeadmConfigPatches {
+				var m map[string]any
+				if err := yaml.UnmarshalStrict([]byte(p), &m); err != nil || m["kind"] == nil {
+					t.Errorf("patch %q: %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+func fakeCiliumValues(cfg lab.Config) (map[string]any, string, error) {
+	return map[string]any{"kubeProxyReplacement": true, "k8sServiceHost": cfg.Name + "-control-plane"}, "cilium 1.20.2", nil
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  lab.Config
+		want string
+	}{
+		{config(lab.EBPF, func(c *lab.Config) { c.NodePortAddresses = []string{"10.0.0.0/8"} }), "--nodeport-addresses is kube-proxy's"},
+		{config(lab.IPTables, func(c *lab.Config) { c.NodePortAddresses = []string{"ten"} }), "not a CIDR"},
+		{config(lab.IPTables, func(c *lab.Config) { c.LBAlgorithm = "maglev" }), "needs --dataplane ebpf"},
+		{config(lab.EBPF, func(c *lab.Config) { c.LBAlgorithm = "roundrobin" }), "want random or maglev"},
+		{config(lab.IPTables, func(c *lab.Config) { c.Workers = 50 }), "--workers 50"},
+		{config(lab.IPTables, func(c *lab.Config) { c.Name = "Bad_Name" }), "invalid lab name"},
+		{config(lab.IPTables, func(c *lab.Config) { c.NodePortRange = "30000-20000" }), "30000-20000"},
+		{config(lab.IPTables, func(c *lab.Config) { c.Image = "nginx:latest" }), "want a kind node image"},
+		{config(lab.IPTables, func(c *lab.Config) { c.Image = pinned136; c.KubernetesVersion = "1.36" }), "one or the other"},
+		{config(lab.IPTables, func(c *lab.Config) { c.KubernetesVersion = "one" }), "want a version"},
+	} {
+		if _, err := MakePlan(tc.cfg, fakeCiliumValues); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestNodeImage(t *testing.T) {
+	for _, tc := range []struct{ image, version, want, warning string }{
+		{"", "", pinned136, ""},
+		{"", "1.36", pinned136, ""},
+		{"", "v1.36.4", pinned136, ""},
+		{"", "1.37", NodeImages["1.37.0"], ""},
+		{"", "1.35.2", "kindest/node:v1.35.2", "pulled by tag"},
+		{"registry.local/kindest/node:v1.36.4", "", "registry.local/kindest/node:v1.36.4", ""},
+	} {
+		img, _, warning, err := NodeImage(tc.image, tc.version)
+		if err != nil || img != tc.want || !strings.Contains(warning, tc.warning) || (tc.warning == "") != (warning == "") {
+			t.Errorf("NodeImage(%q, %q) = %q, %q, %v; want %q (warning %q)", tc.image, tc.version, img, warning, err, tc.want, tc.warning)
+		}
+	}
+}
+
+// fakeDocker puts a `docker` on PATH that answers what kind asks before it makes anything (info, ps) and refuses
+// to pull, logging every call. kind's own create path then runs for real up to the image pull: defaulting,
+// conversion and validation of our config happen in kind's code, not ours.
+func fakeDocker(t *testing.T, clusters string) (logPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	logPath = filepath.Join(dir, "docker.log")
+	script := `#!/bin/sh
+echo "$*" >> "$DOCKER_LOG"
+case "$1" in
+info) echo '{"CgroupDriver":"systemd","CgroupVersion":"2","MemoryLimit":true,"PidsLimit":true,"CPUShares":true,"SecurityOptions":["name=seccomp,profile=builtin"],"ServerVersion":"28.0.0"}' ;;
+ps) printf '%s' "$FAKE_CLUSTERS" ;;
+pull) echo "Error response from daemon: pull access denied (fake docker)" >&2; exit 1 ;;
+*) echo "fake docker: $1 not supported" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("DOCKER_LOG", logPath)
+	t.Setenv("FAKE_CLUSTERS", clusters)
+	t.Setenv("KUBECONFIG", filepath.Join(dir, "kubeconfig"))
+	return logPath
+}
+
+// TestKindValidatesConfig hands every dataplane's config to kind's own Create (through a fake docker): kind must
+// accept it and go on to pull the pinned node image. A config kind rejects shows that its validation ran.
+func TestKindValidatesConfig(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh for the fake docker")
+	}
+	log := fakeDocker(t, "")
+	rt := NewDockerRuntime()
+	// kind retries a failed pull for 10 s: the dataplanes run side by side.
+	t.Run("dataplanes", func(t *testing.T) {
+		for _, d := range lab.Dataplanes {
+			t.Run(string(d), func(t *testing.T) {
+				t.Parallel()
+				acceptedByKind(t, rt, d, log)
+			})
+		}
+	})
+	// kind's validation is what rejects these, before anything is pulled.
+	bad := map[string]func(*v1alpha4.Cluster){
+		"invalid kubeProxyMode":  func(c *v1alpha4.Cluster) { c.Networking.KubeProxyMode = "userspace" },
+		"must have at least one": func(c *v1alpha4.Cluster) { c.Nodes = c.Nodes[1:] },
+		"invalid pod subnet":     func(c *v1alpha4.Cluster) { c.Networking.PodSubnet = "10.244.0.0" },
+		"invalid service subnet": func(c *v1alpha4.Cluster) { c.Networking.ServiceSubnet = "bogus" },
+	}
+	for want, spoil := range bad {
+		kc, _ := ClusterConfig(config(lab.IPTables, nil), pinned136)
+		spoil(kc)
+		os.Remove(log)
+		err := rt.Create("kv-bad", kc, "", false, 0)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
+			t.Errorf("spoilt config (%s): kind said %v", want, err)
+		}
+		if calls, _ := os.ReadFile(log); strings.Contains(string(calls), "pull") {
+			t.Errorf("spoilt config (%s) reached the pull", want)
+		}
+	}
+}
+
+// acceptedByKind hands one dataplane's config, with every option set, to kind's Create.
+func acceptedByKind(t *testing.T, rt Runtime, d lab.Dataplane, log string) {
+	cfg := config(d, func(c *lab.Config) { c.NodePortRange = "30000-30100" })
+	if d != lab.EBPF {
+		cfg.NodePortAddresses = []string{"172.18.0.0/16"}
+	}
+	kc, err := ClusterConfig(cfg, pinned136)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rt.Create("kv-"+string(d), kc, "", false, 0)
+	if err == nil || !strings.Contains(err.Error(), "failed to pull image") {
+		t.Fatalf("%s: kind did not get to the image pull: %v", d, err)
+	}
+	calls, _ := os.ReadFile(log)
+	if !strings.Contains(string(calls), "pull "+pinned136) {
+		t.Errorf("%s: kind did not pull the pinned image; docker calls:\n%s", d, calls)
+	}
+	if got := createError(err, pinned136).Error(); !strings.HasPrefix(got, "could not pull the kind node image "+pinned136) || strings.Contains(got, "\n") {
+		t.Errorf("pull failure reads %q", got)
+	}
+}
+
+// fakeProvider is the provider on a fake runtime and a fake apiserver.
+func fakeProvider(t *testing.T) (*Provider, *fakeRuntime, *fake.Clientset) {
+	rt := newFakeRuntime()
+	cs := fake.NewClientset()
+	host, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{
+		Runtime:   rt,
+		Clientset: func([]byte) (kubernetes.Interface, error) { return cs, nil },
+		Tools:     NewTools(host),
+		Engine:    func(context.Context) error { return nil },
+	}
+	return p, rt, cs
+}
+
+// addNodes puts the cluster's nodes into the fake apiserver, labelled as kind would from the config.
+func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d lab.Dataplane) {
+	for i, n := range rt.clusters[name] {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{DataplaneLabel: string(d)}},
+			Spec: v1.NodeSpec{PodCIDR: "10.244." + string(rune('0'+i)) + ".0/24"}}
+		if _, err := cs.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCreate(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no engine", func(t *testing.T) {
+		p, rt, _ := fakeProvider(t)
+		p.Engine = func(context.Context) error {
+			return errors.New("no Docker engine answers (Cannot connect to the Docker daemon)")
+		}
+		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--provider netns") || len(rt.created) != 0 {
+			t.Fatalf("got %v, created %d", err, len(rt.created))
+		}
+	})
+	t.Run("exists", func(t *testing.T) {
+		p, rt, _ := fakeProvider(t)
+		rt.clusters["k8s-guide"] = nil
+		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `kind cluster named "k8s-guide" already exists`) || len(rt.created) != 0 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("pull failure", func(t *testing.T) {
+		p, rt, _ := fakeProvider(t)
+		rt.createErr = errors.New(`failed to pull image "` + pinned136 + `": command "docker pull ..." failed with error: exit status 1`)
+		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "could not pull the kind node image") || len(rt.clusters) != 0 {
+			t.Fatalf("got %v, clusters %v", err, rt.clusters)
+		}
+	})
+	t.Run("iptables", func(t *testing.T) {
+		p, rt, cs := fakeProvider(t)
+		p.WaitForReady = time.Minute
+		go func() {
+			// kind labels the nodes; the fake apiserver gets them once the fake kind made them.
+			for len(rt.clusterNodes("k8s-guide")) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			addNodes(t, cs, rt, "k8s-guide", lab.IPTables)
+		}()
+		var progress bytes.Buffer
+		if err := p.Create(ctx, config(lab.IPTables, nil), &progress); err != nil {
+			t.Fatal(err)
+		}
+		out := progress.String()
+		for _, want := range []string{"kubeconfig", "context kind-k8s-guide", "k8s-guide-worker2", "172.18.0.4"} {
+			if !strings.Contains(strings.ToLower(out), strings.ToLower(want)) {
+				t.Errorf("progress lacks %q:\n%s", want, out)
+			}
+		}
+		if len(rt.created) != 1 || len(rt.deleted) != 0 {
+			t.Fatalf("created %d deleted %v", len(rt.created), rt.deleted)
+		}
+	})
+	t.Run("ebpf", func(t *testing.T) {
+		p, rt, cs := fakeProvider(t)
+		var sawKubeconfig string
+		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, progress io.Writer) error {
+			data, err := os.ReadFile(kubeconfig)
+			sawKubeconfig = string(data)
+			addNodes(t, cs, rt, cfg.Name, lab.EBPF)
+			return err
+		}
+		if err := p.Create(ctx, config(lab.EBPF, nil), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if sawKubeconfig != rt.kubeconf {
+			t.Errorf("Cilium got kubeconfig %q", sawKubeconfig)
+		}
+		st, err := p.Status(ctx, "k8s-guide")
+		if err != nil || st.Dataplane != lab.EBPF || len(st.Nodes) != 3 || st.Nodes[0].Name != "k8s-guide-control-plane" || st.Client != "172.18.0.1" {
+			t.Fatalf("status %+v %v", st, err)
+		}
+	})
+	t.Run("cilium not ready", func(t *testing.T) {
+		for _, retain := range []bool{false, true} {
+			p, rt, _ := fakeProvider(t)
+			p.Cilium = func(context.Context, string, lab.Config, io.Writer) error {
+				return errors.New("Cilium not ready after 5m0s: daemonset cilium: 1 of 3 ready")
+			}
+			err := p.Create(ctx, config(lab.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "Cilium not ready") {
+				t.Fatalf("got %v", err)
+			}
+			if kept := len(rt.clusters) == 1; kept != retain {
+				t.Errorf("retain %v: cluster kept %v (deleted %v)", retain, kept, rt.deleted)
+			}
+		}
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		p, rt, _ := fakeProvider(t)
+		rt.block = make(chan struct{})
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- p.Create(cctx, config(lab.IPTables, nil), io.Discard) }()
+		cancel()
+		time.Sleep(20 * time.Millisecond)
+		close(rt.block) // kind finishes what it was doing
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+		if len(rt.clusters) != 0 || len(rt.deleted) != 1 {
+			t.Fatalf("left %v, deleted %v", rt.clusters, rt.deleted)
+		}
+	})
+}
+
+func (r *fakeRuntime) clusterNodes(name string) []*fakeNode {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clusters[name]
+}
+
+// TestExecAndToolPath runs commands and copies k8sguide through the fake node runtime.
+func TestExecAndToolPath(t *testing.T) {
+	ctx := context.Background()
+	p, rt, _ := fakeProvider(t)
+	rt.Create("lab1", &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}, {Role: v1alpha4.WorkerRole}}}, "", false, 0)
+	worker := rt.clusters["lab1"][1]
+
+	var out bytes.Buffer
+	argv := []string{"iptables-save", "-t", "nat"}
+	if err := p.Exec(ctx, "lab1", "lab1-worker", argv, lab.Streams{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if got := worker.commands(); len(got) != 1 || !reflect.DeepEqual(got[0], argv) || out.String() != "ran iptables-save -t nat\n" {
+		t.Fatalf("ran %q, out %q", got, out.String())
+	}
+	// A command's exit status comes back as os/exec's, for `k8sguide exec` to exit with.
+	worker.exit = runError(exitError(3))
+	err := p.Exec(ctx, "lab1", "lab1-worker", []string{"false"}, lab.Streams{Out: io.Discard})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit: %v", err)
+	}
+	worker.exit = nil
+	var nf *lab.NotFoundError
+	if err := p.Exec(ctx, "lab1", "lab1-worker7", []string{"true"}, lab.Streams{}); !errors.As(err, &nf) || !strings.Contains(err.Error(), "lab1-client") {
+		t.Fatalf("unknown node: %v", err)
+	}
+	if err := p.Exec(ctx, "nolab", "x", []string{"true"}, lab.Streams{}); !errors.As(err, &nf) {
+		t.Fatalf("unknown lab: %v", err)
+	}
+	// The client is this host.
+	out.Reset()
+	if err := p.Exec(ctx, "lab1", "lab1-client", []string{"echo", "host"}, lab.Streams{Out: &out}); err != nil || out.String() != "host\n" {
+		t.Fatalf("client exec: %v %q", err, out.String())
+	}
+
+	// ToolPath copies this (Linux) binary in once; the second call finds the same bytes and copies nothing.
+	path, err := p.ToolPath(ctx, "lab1", "lab1-worker")
+	if err != nil {
+		if strings.Contains(err.Error(), "make cross") {
+			t.Skipf("this host cannot give the node a binary: %v", err)
+		}
+		t.Fatal(err)
+	}
+	host, _ := os.ReadFile(p.Tools.Host)
+	if path != NodeToolPath || !bytes.Equal(worker.files[NodeToolPath], host) || worker.modes[NodeToolPath] != "0755" {
+		t.Fatalf("path %s: %d bytes copied of %d, mode %q", path, len(worker.files[NodeToolPath]), len(host), worker.modes[NodeToolPath])
+	}
+	if _, leftover := worker.files[NodeToolPath+".tmp"]; leftover {
+		t.Error("temporary copy left in the node")
+	}
+	before := len(worker.commands())
+	if _, err := p.ToolPath(ctx, "lab1", "lab1-worker"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range worker.commands()[before:] {
+		if c[0] == "tee" {
+			t.Errorf("copied again: %q", worker.commands()[before:])
+		}
+	}
+	// A node of another architecture needs a build for it.
+	cp := rt.clusters["lab1"][0]
+	cp.machine = "aarch64"
+	if _, err := p.ToolPath(ctx, "lab1", "lab1-control-plane"); err == nil || !strings.Contains(err.Error(), "make cross") {
+		t.Errorf("arm64 node: %v", err)
+	}
+	cp.machine = "riscv64"
+	if _, err := p.ToolPath(ctx, "lab1", "lab1-control-plane"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("riscv64 node: %v", err)
+	}
+	// The client runs this binary itself.
+	if path, err := p.ToolPath(ctx, "lab1", "lab1-client"); err != nil || path != p.Tools.Host {
+		t.Errorf("client tool path %q %v", path, err)
+	}
+}
+
+// TestWorkloads applies the web scenario to a fake apiserver: server-side apply of each object, a wait for the
+// rollout that a fake controller completes, Expose as kubectl expose, and a pod that cannot pull its image.
+func TestWorkloads(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	w := &workloads{cs: cs, rollout: 5 * time.Second, poll: 5 * time.Millisecond}
+	m, err := workload.ParseManifest(scenarios.Web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.ConfigMaps) != 1 || len(m.Deployments) != 1 {
+		t.Fatalf("web scenario: %d configmaps, %d deployments", len(m.ConfigMaps), len(m.Deployments))
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go fakeDeploymentController(cs, stop)
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "web-nginx", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["default.conf"], "X-K8sguide-Pod $hostname") {
+		t.Fatalf("configmap: %v %v", cm, err)
+	}
+	d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "nginx" {
+		t.Fatalf("deployment: %v", err)
+	}
+	// Applying again is an update, not an error.
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, nil); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Name != "web" || svc.Spec.Type != v1.ServiceTypeNodePort || svc.Spec.Selector["app"] != "web" || svc.Spec.Ports[0].TargetPort.IntVal != 80 {
+		t.Fatalf("service %+v", svc.Spec)
+	}
+	if _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "nope", Port: 80}); err == nil {
+		t.Fatal("exposed a missing deployment")
+	}
+	if err := w.Scale(ctx, "default", "web", 1); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 1 {
+		t.Fatalf("scaled to %d", *d.Spec.Replicas)
+	}
+
+	// A pod that cannot pull ends the wait at once, naming the pod and the image.
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "nginx", Image: "nginx:nope",
+			State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"nginx:nope\""}}}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := m.Deployments[0].DeepCopy()
+	bad.Spec.Template.Spec.Containers[0].Image = "nginx:nope"
+	err = (&workloads{cs: cs, rollout: 5 * time.Second, poll: 5 * time.Millisecond}).waitRollout(ctx, "default", "web-stuck")
+	if err == nil {
+		t.Fatal("waited for a missing deployment")
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, func() *appsv1.Deployment { b := bad.DeepCopy(); b.Name = "web-stuck"; return b }(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = w.waitRollout(ctx, "default", "web-stuck")
+	if err == nil || !strings.Contains(err.Error(), "cannot pull image nginx:nope (ImagePullBackOff)") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("image pull failure: %v", err)
+	}
+}
+
+// fakeDeploymentController does what the Deployment controller would for the test: marks every Deployment
+// named web as fully rolled out.
+func fakeDeploymentController(cs *fake.Clientset, stop chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+		l, err := cs.AppsV1().Deployments("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, d := range l.Items {
+			if d.Name != "web" {
+				continue
+			}
+			r := *d.Spec.Replicas
+			if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas == r && d.Status.Replicas == r {
+				continue
+			}
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
+			cs.AppsV1().Deployments("default").UpdateStatus(context.Background(), &d, metav1.UpdateOptions{})
+		}
+	}
+}

@@ -1,0 +1,399 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/podserver"
+)
+
+// ProviderName is the name of this provider.
+const ProviderName = "kind"
+
+// CiliumInstaller installs Cilium into a fresh cluster and waits for its agents (dataplanes/ebpf/chart).
+type CiliumInstaller func(ctx context.Context, kubeconfigPath string, cfg lab.Config, progress io.Writer) error
+
+// Provider builds labs as kind clusters.
+type Provider struct {
+	Runtime Runtime
+	// Cilium installs the ebpf dataplane once the cluster is up.
+	Cilium CiliumInstaller
+	// Clientset makes the API client from a kubeconfig; tests replace it with a fake.
+	Clientset func(kubeconfig []byte) (kubernetes.Interface, error)
+	// Tools copies a k8sguide that runs on the node into it (see tool.go).
+	Tools *Tools
+	// WaitForReady is how long kind waits for the nodes to be Ready.
+	WaitForReady time.Duration
+	// Engine says whether a container engine answers (EngineAnswers).
+	Engine func(ctx context.Context) error
+}
+
+// New returns the provider on Docker.
+func New(cilium CiliumInstaller) (*Provider, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{
+		Runtime:      NewDockerRuntime(),
+		Cilium:       cilium,
+		Clientset:    clientsetFromKubeconfig,
+		Tools:        NewTools(exe),
+		WaitForReady: 3 * time.Minute,
+		Engine:       EngineAnswers,
+	}, nil
+}
+
+var _ lab.Provider = (*Provider)(nil)
+
+func (p *Provider) Name() string { return ProviderName }
+
+func clientsetFromKubeconfig(kubeconfig []byte) (kubernetes.Interface, error) {
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 50, 100
+	return kubernetes.NewForConfig(rc)
+}
+
+// Validate checks everything `up` is given before anything is made, and fills defaults.
+func Validate(cfg *lab.Config) error {
+	// Each node is a container with its own kubelet and containerd: a laptop holds a handful.
+	return cfg.Validate(20)
+}
+
+// Create builds the kind cluster. Anything that fails after kind made the nodes (Cilium not ready, an interrupt)
+// deletes the cluster again, unless cfg.Retain.
+func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Writer) (err error) {
+	if err := Validate(&cfg); err != nil {
+		return err
+	}
+	image, _, warning, err := NodeImage(cfg.Image, cfg.KubernetesVersion)
+	if err != nil {
+		return err
+	}
+	kc, err := ClusterConfig(cfg, image)
+	if err != nil {
+		return err
+	}
+	if err := p.Engine(ctx); err != nil {
+		return fmt.Errorf("the kind provider needs a Docker engine: %v; use --provider netns for a lab without Docker", err)
+	}
+	existing, err := p.Runtime.List()
+	if err != nil {
+		return fmt.Errorf("listing kind clusters: %w", err)
+	}
+	if slices.Contains(existing, cfg.Name) {
+		return fmt.Errorf("a kind cluster named %q already exists: remove it (k8sguide down --name %s) or pick another --name", cfg.Name, cfg.Name)
+	}
+	if warning != "" {
+		fmt.Fprintf(progress, "Note: %s\n", warning)
+	}
+	fmt.Fprintf(progress, "Creating lab %q (provider kind, dataplane %s, %s) ...\n", cfg.Name, cfg.Dataplane, image)
+	wait := p.WaitForReady
+	if cfg.Dataplane == lab.EBPF {
+		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
+		wait = 0
+	}
+	kubeconfig := KubeconfigPath(cfg.Kubeconfig)
+	created := make(chan error, 1)
+	go func() { created <- p.Runtime.Create(cfg.Name, kc, cfg.Kubeconfig, cfg.Retain, wait) }()
+	select {
+	case err = <-created:
+	case <-ctx.Done():
+		// kind cannot be stopped halfway: let it finish, then remove what it made.
+		fmt.Fprintf(progress, "Interrupted: removing cluster %q once kind returns ...\n", cfg.Name)
+		<-created
+		err = ctx.Err()
+	}
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			err = createError(err, image)
+		}
+		if !cfg.Retain {
+			// kind removes its nodes when it fails itself; this covers the interrupt.
+			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
+		}
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cfg.Retain {
+				fmt.Fprintf(progress, "Keeping cluster %q (--retain); remove it with k8sguide down --name %s\n", cfg.Name, cfg.Name)
+				return
+			}
+			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
+		}
+	}()
+	if cfg.Dataplane == lab.EBPF {
+		if p.Cilium == nil {
+			return errors.New("this build cannot install Cilium")
+		}
+		// Helm reads a kubeconfig file: give it the cluster's own, whatever the user's file holds.
+		f, ferr := os.CreateTemp("", "k8sguide-kubeconfig-*")
+		if ferr != nil {
+			return ferr
+		}
+		defer os.Remove(f.Name())
+		data, kerr := p.Runtime.KubeConfig(cfg.Name)
+		if kerr != nil {
+			f.Close()
+			return kerr
+		}
+		if _, err = f.WriteString(data); err != nil {
+			f.Close()
+			return err
+		}
+		f.Close()
+		if err = p.Cilium(ctx, f.Name(), cfg, progress); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(progress, "Lab %q is ready. Kubeconfig: %s (context kind-%s). Nodes:\n", cfg.Name, kubeconfig, cfg.Name)
+	st, err := p.Status(ctx, cfg.Name)
+	if err != nil {
+		return err
+	}
+	for _, n := range st.Nodes {
+		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
+	}
+	fmt.Fprintf(progress, "Next: k8sguide deploy --name %s && k8sguide nodeport --name %s\n", cfg.Name, cfg.Name)
+	return nil
+}
+
+// createError turns kind's failures into one line that says what to do.
+func createError(err error, image string) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "failed to pull image"):
+		return fmt.Errorf("could not pull the kind node image %s: check that this host reaches its registry (docker pull %s)", image, image)
+	case strings.Contains(msg, "already exist"):
+		return fmt.Errorf("kind: %s", firstLine(msg))
+	}
+	var re *kindexec.RunError
+	if errors.As(err, &re) {
+		if out := lastLine(string(re.Output)); out != "" {
+			return fmt.Errorf("kind: %s: %s", firstLine(msg), out)
+		}
+	}
+	return fmt.Errorf("kind: %s", firstLine(msg))
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// Delete removes the cluster and its kubeconfig context.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	if _, err := p.find(name); err != nil {
+		return err
+	}
+	return p.Runtime.Delete(name, "")
+}
+
+func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Runtime.List() }
+
+// find returns the cluster's nodes, or a NotFoundError.
+func (p *Provider) find(name string) ([]nodes.Node, error) {
+	clusters, err := p.Runtime.List()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(clusters, name) {
+		return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: clusters}
+	}
+	return p.Runtime.Nodes(name)
+}
+
+// Status reads the nodes from kind (names, roles, addresses), the dataplane from the nodes' label, and each
+// node's proxy (kube-proxy or the Cilium agent) from its pod.
+func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) {
+	ns, err := p.find(name)
+	if err != nil {
+		return lab.Status{}, err
+	}
+	st := lab.Status{Name: name, Provider: ProviderName, Proxies: map[string]lab.ProxyStatus{}}
+	for _, n := range ns {
+		role, err := n.Role()
+		if err != nil {
+			return lab.Status{}, err
+		}
+		if role != string(lab.ControlPlane) && role != string(lab.Worker) {
+			continue // kind's external load balancer of an HA control plane
+		}
+		ip, _, err := n.IP()
+		if err != nil {
+			return lab.Status{}, err
+		}
+		st.Nodes = append(st.Nodes, lab.Node{Name: n.String(), Role: lab.Role(role), IP: ip})
+	}
+	slices.SortFunc(st.Nodes, func(a, b lab.Node) int { return compareNodeNames(a.Name, b.Name) })
+	if st.Client, err = p.Runtime.Gateway(ctx); err != nil {
+		return lab.Status{}, err
+	}
+	cs, err := p.clientset(name)
+	if err != nil {
+		return lab.Status{}, err
+	}
+	knodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return lab.Status{}, fmt.Errorf("lab %s: reading its nodes from the apiserver: %w", name, err)
+	}
+	for _, kn := range knodes.Items {
+		if d := kn.Labels[DataplaneLabel]; d != "" {
+			st.Dataplane = lab.Dataplane(d)
+		}
+		for i := range st.Nodes {
+			if st.Nodes[i].Name == kn.Name {
+				st.Nodes[i].PodCIDR = kn.Spec.PodCIDR
+			}
+		}
+	}
+	proxies, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: proxySelector(st.Dataplane)})
+	if err != nil {
+		return lab.Status{}, err
+	}
+	for _, pod := range proxies.Items {
+		st.Proxies[pod.Spec.NodeName] = lab.ProxyStatus{Running: podReady(&pod)}
+	}
+	return st, nil
+}
+
+// proxySelector selects the pods that implement Services on each node.
+func proxySelector(d lab.Dataplane) string {
+	if d == lab.EBPF {
+		return "k8s-app=cilium"
+	}
+	return "k8s-app=kube-proxy"
+}
+
+func podReady(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// compareNodeNames orders nodes as kind names them: control-plane, worker, worker2, ..., worker10.
+func compareNodeNames(a, b string) int {
+	if len(a) != len(b) {
+		ca, cb := strings.HasSuffix(a, "-control-plane"), strings.HasSuffix(b, "-control-plane")
+		switch {
+		case ca && !cb:
+			return -1
+		case cb && !ca:
+			return 1
+		}
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}
+
+func (p *Provider) clientset(name string) (kubernetes.Interface, error) {
+	kc, err := p.Runtime.KubeConfig(name)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
+	}
+	return p.Clientset([]byte(kc))
+}
+
+// node finds one of the cluster's nodes by name.
+func (p *Provider) node(name, target string) (nodes.Node, error) {
+	ns, err := p.find(name)
+	if err != nil {
+		return nil, err
+	}
+	var known []string
+	for _, n := range ns {
+		if n.String() == target {
+			return n, nil
+		}
+		known = append(known, n.String())
+	}
+	known = append(known, lab.ClientName(name))
+	return nil, &lab.NotFoundError{Kind: "node", Name: target, Known: known}
+}
+
+// Exec runs argv in a node through kind's node API (docker exec), or on this host for the lab's client: on
+// kind the host is the client, as in the seeds. A command's exit status comes back as an *exec.ExitError.
+func (p *Provider) Exec(ctx context.Context, name, target string, argv []string, streams lab.Streams) error {
+	if len(argv) == 0 {
+		return errors.New("no command given: k8sguide exec NODE -- COMMAND [ARG...]")
+	}
+	if target == lab.ClientName(name) {
+		if _, err := p.find(name); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = streams.In, streams.Out, streams.Err
+		return cmd.Run()
+	}
+	n, err := p.node(name, target)
+	if err != nil {
+		return err
+	}
+	cmd := n.CommandContext(ctx, argv[0], argv[1:]...)
+	if streams.In != nil {
+		cmd.SetStdin(streams.In)
+	}
+	if streams.Out != nil {
+		cmd.SetStdout(streams.Out)
+	}
+	if streams.Err != nil {
+		cmd.SetStderr(streams.Err)
+	}
+	err = cmd.Run()
+	var re *kindexec.RunError
+	if errors.As(err, &re) && re.Inner != nil {
+		// kind wraps the docker exec's exit; hand back the exit itself so `k8sguide exec` exits with its code.
+		return re.Inner
+	}
+	return err
+}
+
+// ToolPath is a k8sguide binary that runs in the node (copied in on first use), or this one for the client.
+func (p *Provider) ToolPath(ctx context.Context, name, target string) (string, error) {
+	if target == lab.ClientName(name) {
+		return p.Tools.Host, nil
+	}
+	n, err := p.node(name, target)
+	if err != nil {
+		return "", err
+	}
+	return p.Tools.Ensure(ctx, n)
+}
+
+// Get makes one HTTP request from this host (the lab's client) to addr and says which pod answered.
+func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error) {
+	if _, err := p.find(name); err != nil {
+		return lab.Reply{}, err
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return lab.Reply{}, fmt.Errorf("address %q: want IP:PORT", addr)
+	}
+	pod, client, err := podserver.Get(ctx, addr, 0)
+	if err != nil {
+		return lab.Reply{}, err
+	}
+	return lab.Reply{Pod: pod, Client: client}, nil
+}

@@ -1,0 +1,128 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	kindcmd "sigs.k8s.io/kind/pkg/cmd"
+)
+
+// Runtime is what the provider needs from kind and the container engine. The real one is kind's library on
+// Docker; tests use a fake whose nodes record what is run in them.
+type Runtime interface {
+	// Create builds the cluster from cfg; on failure kind removes what it made unless retain is set.
+	Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, retain bool, wait time.Duration) error
+	Delete(name, kubeconfig string) error
+	// List names the kind clusters on this host (any, not only k8sguide's).
+	List() ([]string, error)
+	Nodes(name string) ([]nodes.Node, error)
+	// KubeConfig is the cluster's kubeconfig for use from this host.
+	KubeConfig(name string) (string, error)
+	// Gateway is the host's address on kind's Docker network: where NodePort traffic from the host comes from.
+	Gateway(ctx context.Context) (string, error)
+}
+
+// EngineAnswers tells whether a Docker engine answers `docker info` (the CLI alone is not enough: these machines
+// have the client and no engine). The error says why not, in one line.
+func EngineAnswers(ctx context.Context) error {
+	if _, err := exec.LookPath("docker"); err != nil {
+		return errors.New("no docker command on PATH")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || strings.TrimSpace(stdout.String()) == "" {
+		msg := firstLine(stderr.String())
+		if msg == "" && err != nil {
+			msg = err.Error()
+		}
+		if msg == "" {
+			msg = "docker info reports no server"
+		}
+		return fmt.Errorf("no Docker engine answers (%s)", msg)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// dockerRuntime is kind's library on Docker.
+type dockerRuntime struct{ kind *cluster.Provider }
+
+// NewDockerRuntime returns the real runtime; kind's progress (the ✓ lines) goes to stderr.
+func NewDockerRuntime() Runtime {
+	return &dockerRuntime{kind: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(kindcmd.NewLogger()))}
+}
+
+func (d *dockerRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, retain bool, wait time.Duration) error {
+	return d.kind.Create(name,
+		cluster.CreateWithV1Alpha4Config(cfg),
+		cluster.CreateWithKubeconfigPath(kubeconfig),
+		cluster.CreateWithRetain(retain),
+		cluster.CreateWithWaitForReady(wait),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	)
+}
+
+func (d *dockerRuntime) Delete(name, kubeconfig string) error { return d.kind.Delete(name, kubeconfig) }
+func (d *dockerRuntime) List() ([]string, error)              { return d.kind.List() }
+func (d *dockerRuntime) Nodes(name string) ([]nodes.Node, error) {
+	return d.kind.ListNodes(name)
+}
+func (d *dockerRuntime) KubeConfig(name string) (string, error) {
+	return d.kind.KubeConfig(name, false)
+}
+
+func (d *dockerRuntime) Gateway(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "network", "inspect", "kind",
+		"--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker network inspect kind: %w", err)
+	}
+	for _, gw := range strings.Fields(string(out)) {
+		if !strings.Contains(gw, ":") {
+			return gw, nil
+		}
+	}
+	return "", errors.New("kind's Docker network has no IPv4 gateway")
+}
+
+// KubeconfigPath is where kind writes a cluster's kubeconfig: --kubeconfig, else the first file of $KUBECONFIG,
+// else ~/.kube/config (kind's own rule).
+func KubeconfigPath(explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		for _, p := range filepath.SplitList(env) {
+			if p != "" {
+				return p
+			}
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(".kube", "config")
+	}
+	return filepath.Join(home, ".kube", "config")
+}

@@ -1,0 +1,206 @@
+package kind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/workload"
+)
+
+// FieldManager is k8sguide's name in server-side apply.
+const FieldManager = "k8sguide"
+
+// workloads are a kind cluster's objects, through its apiserver.
+type workloads struct {
+	cs kubernetes.Interface
+	// rollout is how long Apply and Scale wait for a Deployment's pods.
+	rollout time.Duration
+	poll    time.Duration
+}
+
+// Workloads gives the cluster's objects through client-go.
+func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, error) {
+	if _, err := p.find(name); err != nil {
+		return nil, err
+	}
+	cs, err := p.clientset(name)
+	if err != nil {
+		return nil, err
+	}
+	return &workloads{cs: cs, rollout: 3 * time.Minute, poll: time.Second}, nil
+}
+
+// Apply applies each object server-side, as `kubectl apply --server-side` does, then waits for the
+// Deployments' pods: the command returns when the pods serve.
+func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error {
+	for _, c := range configMaps {
+		c = c.DeepCopy()
+		c.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+		data, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if _, err := w.cs.CoreV1().ConfigMaps(c.Namespace).Patch(ctx, c.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
+			return fmt.Errorf("configmap/%s: %w", c.Name, err)
+		}
+	}
+	for _, d := range deployments {
+		d = d.DeepCopy()
+		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+		data, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if _, err := w.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
+			return fmt.Errorf("deployment.apps/%s: %w", d.Name, err)
+		}
+	}
+	for _, s := range services {
+		s = s.DeepCopy()
+		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+		if s.Namespace == "" {
+			s.Namespace = metav1.NamespaceDefault
+		}
+		data, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		if _, err := w.cs.CoreV1().Services(s.Namespace).Patch(ctx, s.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
+			return fmt.Errorf("service/%s: %w", s.Name, err)
+		}
+	}
+	for _, d := range deployments {
+		if err := w.waitRollout(ctx, d.Namespace, d.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyOptions() metav1.PatchOptions {
+	return metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}
+}
+
+// Scale sets a Deployment's replicas and waits for them.
+func (w *workloads) Scale(ctx context.Context, namespace, name string, replicas int32) error {
+	if replicas < 0 {
+		return fmt.Errorf("--replicas %d: must be 0 or more", replicas)
+	}
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	if _, err := w.cs.AppsV1().Deployments(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return err
+	}
+	return w.waitRollout(ctx, namespace, name)
+}
+
+// Expose creates the NodePort Service `kubectl expose` would; the apiserver allocates its ClusterIP and NodePort.
+func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Service, error) {
+	opts, err := workload.ExposeDefaults(opts)
+	if err != nil {
+		return nil, err
+	}
+	d, err := w.cs.AppsV1().Deployments(opts.Namespace).Get(ctx, opts.Deployment, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return w.cs.CoreV1().Services(opts.Namespace).Create(ctx, workload.ExposeService(d, opts), metav1.CreateOptions{FieldManager: FieldManager})
+}
+
+// waitRollout waits until every replica of the Deployment's current template is ready and no old one is left,
+// as `kubectl rollout status` does. A pod that cannot pull its image ends the wait at once, saying so.
+func (w *workloads) waitRollout(ctx context.Context, namespace, name string) error {
+	deadline := time.Now().Add(w.rollout)
+	for {
+		d, err := w.cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		s := d.Status
+		if s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want {
+			return nil
+		}
+		if msg, err := w.podTrouble(ctx, d); err != nil {
+			return err
+		} else if msg != "" {
+			return fmt.Errorf("deployment %s: %s", name, msg)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deployment %s: %d of %d replicas ready after %v", name, s.AvailableReplicas, want, w.rollout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.poll):
+		}
+	}
+}
+
+// podTrouble names the first pod of d that cannot start for a reason waiting will not fix.
+func (w *workloads) podTrouble(ctx context.Context, d *appsv1.Deployment) (string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return "", err
+	}
+	pods, err := w.cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", err
+	}
+	for _, pod := range pods.Items {
+		for _, c := range pod.Status.ContainerStatuses {
+			if c.State.Waiting == nil {
+				continue
+			}
+			switch reason := c.State.Waiting.Reason; reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+				return fmt.Sprintf("pod %s cannot pull image %s (%s): %s", pod.Name, c.Image, reason, firstLine(c.State.Waiting.Message)), nil
+			case "CreateContainerConfigError", "CrashLoopBackOff":
+				return fmt.Sprintf("pod %s: %s: %s", pod.Name, reason, firstLine(c.State.Waiting.Message)), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func (w *workloads) Deployments(ctx context.Context) ([]appsv1.Deployment, error) {
+	l, err := w.cs.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (w *workloads) Pods(ctx context.Context) ([]v1.Pod, error) {
+	l, err := w.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (w *workloads) Services(ctx context.Context) ([]v1.Service, error) {
+	l, err := w.cs.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (w *workloads) EndpointSlices(ctx context.Context) ([]discoveryv1.EndpointSlice, error) {
+	l, err := w.cs.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
