@@ -78,10 +78,14 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// Written whatever the result; a disagreement then exits non-zero in every format, so CI can
+				// rely on the exit code.
 				if format == render.JSON {
-					return render.WriteData(streams.Out, render.JSON, v)
+					err = render.WriteData(streams.Out, render.JSON, v)
+				} else {
+					err = render.Verification(streams.Out, v, render.TraceOptions{Wide: format == "wide"})
 				}
-				if err := render.Verification(streams.Out, v, render.TraceOptions{Wide: format == "wide"}); err != nil {
+				if err != nil {
 					return err
 				}
 				if v.Result != "agree" {
