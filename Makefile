@@ -2,6 +2,8 @@
 BIN       ?= bin/k8sguide
 NAME      ?= k8s-guide
 DATAPLANE ?= iptables
+# auto: kind where a Docker engine answers, the netns lab otherwise.
+PROVIDER  ?= auto
 K8SGUIDE  := ./$(BIN)
 
 # Where a node keeps its NodePorts, per dataplane.
@@ -13,10 +15,11 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps build lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench
+.PHONY: deps build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench
 
 # clang-19: Cilium's datapath needs clang >= 18.1 (bookworm's clang is 14).
-PACKAGES := iproute2 iptables nftables conntrack curl clang-19
+# shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
+PACKAGES := iproute2 iptables nftables conntrack curl clang-19 shellcheck
 
 # What the lab and the tests need from Debian (Go itself comes with the machine).
 deps:
@@ -29,12 +32,19 @@ build:
 	go build -trimpath -o $(BIN) ./cmd/k8sguide
 	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
 
+# Linux builds for kind nodes of either architecture, for hosts that cannot give them one (macOS, or another
+# architecture): `trace` and `snapshot` copy the right one into the node.
+cross:
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-linux-$$arch ./cmd/k8sguide || exit 1; \
+	done
+
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,
 # the NodePort's rules on a node, and a NodePort packet traced through them and checked against the kernel.
 # The lab stays up to explore; `make down` removes it.
 lab: deps build
 	@$(K8SGUIDE) down --name $(NAME) 2>/dev/null || true
-	$(K8SGUIDE) up --name $(NAME) --dataplane $(DATAPLANE)
+	$(K8SGUIDE) up --name $(NAME) --provider $(PROVIDER) --dataplane $(DATAPLANE)
 	$(K8SGUIDE) deploy --name $(NAME)
 	$(K8SGUIDE) nodeport --name $(NAME)
 	$(K8SGUIDE) get endpoints --name $(NAME)
@@ -43,7 +53,7 @@ lab: deps build
 	$(K8SGUIDE) trace --name $(NAME) --node $(NAME)-worker2 --service web --verify
 
 up: build
-	$(K8SGUIDE) up --name $(NAME) --dataplane $(DATAPLANE)
+	$(K8SGUIDE) up --name $(NAME) --provider $(PROVIDER) --dataplane $(DATAPLANE)
 
 down:
 	$(K8SGUIDE) down --name $(NAME)
