@@ -47,23 +47,15 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 	for _, c := range configMaps {
 		c = c.DeepCopy()
 		c.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
-		data, err := json.Marshal(c)
-		if err != nil {
+		if err := apply(ctx, "configmap", c.Name, c, w.cs.CoreV1().ConfigMaps(c.Namespace).Patch); err != nil {
 			return err
-		}
-		if _, err := w.cs.CoreV1().ConfigMaps(c.Namespace).Patch(ctx, c.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
-			return fmt.Errorf("configmap/%s: %w", c.Name, err)
 		}
 	}
 	for _, d := range deployments {
 		d = d.DeepCopy()
 		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
-		data, err := json.Marshal(d)
-		if err != nil {
+		if err := apply(ctx, "deployment.apps", d.Name, d, w.cs.AppsV1().Deployments(d.Namespace).Patch); err != nil {
 			return err
-		}
-		if _, err := w.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
-			return fmt.Errorf("deployment.apps/%s: %w", d.Name, err)
 		}
 	}
 	for _, s := range services {
@@ -72,18 +64,29 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 		if s.Namespace == "" {
 			s.Namespace = metav1.NamespaceDefault
 		}
-		data, err := json.Marshal(s)
-		if err != nil {
+		if err := apply(ctx, "service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch); err != nil {
 			return err
-		}
-		if _, err := w.cs.CoreV1().Services(s.Namespace).Patch(ctx, s.Name, types.ApplyPatchType, data, applyOptions()); err != nil {
-			return fmt.Errorf("service/%s: %w", s.Name, err)
 		}
 	}
 	for _, d := range deployments {
 		if err := w.waitRollout(ctx, d.Namespace, d.Name); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// patchFunc is a typed client's Patch.
+type patchFunc[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+
+// apply sends obj (with its TypeMeta set) as a server-side apply patch.
+func apply[T any](ctx context.Context, what, name string, obj any, patch patchFunc[T]) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if _, err := patch(ctx, name, types.ApplyPatchType, data, applyOptions()); err != nil {
+		return fmt.Errorf("%s/%s: %w", what, name, err)
 	}
 	return nil
 }
