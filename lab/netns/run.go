@@ -113,7 +113,11 @@ func startDetached(ns, logPath string, argv []string) (int, error) {
 	// Reap it if it dies while this command still runs; otherwise init adopts it.
 	go func() { cmd.Wait(); close(exited) }()
 	if err := waitInNamespace(pid, ns, exited); err != nil {
-		syscall.Kill(pid, syscall.SIGKILL)
+		select {
+		case <-exited: // already reaped: its pid may be someone else's by now
+		default:
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		return 0, fmt.Errorf("start %s in %s: %w (log: %s)", argv[0], ns, err, logPath)
 	}
 	return pid, nil
