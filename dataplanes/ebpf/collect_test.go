@@ -2,7 +2,6 @@ package ebpf
 
 import (
 	"encoding"
-	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
@@ -258,19 +257,12 @@ func TestCollect(t *testing.T) {
 	}
 
 	// The snapshot form: JSON round trip, and a walk that uses what was read (the Maglev table and the seed).
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s2 State
-	if err := json.Unmarshal(b, &s2); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(s, &s2) {
-		t.Errorf("JSON round trip changed the state:\n%+v\n%+v", s, &s2)
+	s2 := viaJSON(t, s)
+	if !reflect.DeepEqual(s, s2) {
+		t.Errorf("JSON round trip changed the state:\n%+v\n%+v", s, s2)
 	}
 	flow := trace.Flow{Src: client, Sport: 40001, Dst: nodeIP, Dport: 30510, Proto: "tcp"}
-	paths, _, _ := Walk(&s2, flow, nil)
+	paths, _, _ := Walk(s2, flow, nil)
 	idx := expectedMaglevIndex(client, 40001, 30510, 6, 0x5a5aa5a5, len(lut))
 	want := map[uint32]string{1: "10.244.1.5:80", 2: "10.244.2.6:8080"}[lut[idx]]
 	if len(paths) != 1 || paths[0].Endpoint == nil || paths[0].Endpoint.Addr() != want {
@@ -278,7 +270,7 @@ func TestCollect(t *testing.T) {
 	}
 	// The established flow of the CT entry goes to its backend; the walk names the lo program's hook.
 	flow.Sport = 40000
-	paths, _, cte := Walk(&s2, flow, nil)
+	paths, _, cte := Walk(s2, flow, nil)
 	if len(paths) != 1 || paths[0].Endpoint.Addr() != "10.244.1.5:80" || cte == nil || paths[0].Hops[0].Hook != "tcx ingress lo" {
 		t.Errorf("established flow: %+v %+v", paths, cte)
 	}

@@ -3,6 +3,7 @@ package ebpf
 import (
 	"encoding"
 	"encoding/binary"
+	"encoding/json"
 	"net/netip"
 	"testing"
 )
@@ -114,4 +115,18 @@ func podNames(a netip.Addr) (string, string) {
 		return "default/web-c", "node-3"
 	}
 	return "", ""
+}
+
+// viaJSON sends a State through the snapshot's JSON form and returns what comes back.
+func viaJSON(t testing.TB, s *State) *State {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back State
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return &back
 }

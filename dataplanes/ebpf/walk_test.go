@@ -2,7 +2,6 @@ package ebpf
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"math/bits"
 	"net/netip"
@@ -20,15 +19,7 @@ func walk(t *testing.T, s *State, src string, dst string, proto string) *trace.T
 		t.Fatal(err)
 	}
 	// A State goes through the snapshot's JSON: the walk must give the same answer after it.
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s2 State
-	if err := json.Unmarshal(b, &s2); err != nil {
-		t.Fatal(err)
-	}
-	paths, notes, ct := Walk(&s2, f, podNames)
+	paths, notes, ct := Walk(viaJSON(t, s), f, podNames)
 	tr := &trace.Trace{Dataplane: "ebpf", Packet: p, Paths: paths, Notes: notes, Conntrack: ct}
 	tr.Finish()
 	return tr

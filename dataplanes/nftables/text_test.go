@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
 )
 
 // textFixtures are the captures with both listings: X.json (`nft -j list ruleset`) and X.nft (`nft -a list
@@ -500,13 +499,7 @@ func TestServiceWithoutEndpointsEditedText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := walkFlow(t, rs, nodeState(t, "nftables-worker"), "10.244.1.2", "10.96.0.77:80", "tcp", netfilter.Origin{Iif: "cni0"})
-	if tr.Verdict != trace.Rejected || tr.Service != "default/gone:http" {
-		t.Fatalf("%s", dump(tr))
-	}
-	if h := hopOf(tr.Paths[0], "reject-chain", 1); h == nil || h.Text != "reject" {
-		t.Errorf("reject hop %+v", h)
-	}
+	checkRejectsGone(t, rs)
 }
 
 // TestFixtureTestsFromText runs the tests that walk the captures again on rulesets ParseText makes from the

@@ -260,11 +260,18 @@ func TestServiceWithoutEndpointsEdited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without the text listing, rule texts are rendered from the JSON.
+	checkRejectsGone(t, rs)
+}
+
+// checkRejectsGone walks a pod's packet to 10.96.0.77:80 (default/gone, no endpoints, added to the capture by the
+// caller): it must meet reject-chain's `reject` and be rejected.
+func checkRejectsGone(t *testing.T, rs *Ruleset) {
+	t.Helper()
 	tr := walkFlow(t, rs, nodeState(t, "nftables-worker"), "10.244.1.2", "10.96.0.77:80", "tcp", netfilter.Origin{Iif: "cni0"})
 	if tr.Verdict != trace.Rejected || tr.Service != "default/gone:http" {
 		t.Fatalf("%s", dump(tr))
 	}
-	// Without the text listing, rule texts are rendered from the JSON.
 	if h := hopOf(tr.Paths[0], "reject-chain", 1); h == nil || h.Text != "reject" {
 		t.Errorf("reject hop %+v", h)
 	}
