@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type Provider struct {
 	WaitForReady time.Duration
 	// Engine says whether a container engine answers (EngineAnswers).
 	Engine func(ctx context.Context) error
+
+	mu      sync.Mutex
+	clients map[string]kubernetes.Interface
 }
 
 // New returns the provider on Docker.
@@ -309,12 +313,27 @@ func compareNodeNames(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// clientset is the cluster's API client, made once per command: reading the kubeconfig is a docker exec into the
+// control plane, and trace asks for the client several times (status, names).
 func (p *Provider) clientset(name string) (kubernetes.Interface, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cs, ok := p.clients[name]; ok {
+		return cs, nil
+	}
 	kc, err := p.Runtime.KubeConfig(name)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
 	}
-	return p.Clientset([]byte(kc))
+	cs, err := p.Clientset([]byte(kc))
+	if err != nil {
+		return nil, err
+	}
+	if p.clients == nil {
+		p.clients = map[string]kubernetes.Interface{}
+	}
+	p.clients[name] = cs
+	return cs, nil
 }
 
 // node finds one of the cluster's nodes by name.
