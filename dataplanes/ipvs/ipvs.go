@@ -1,5 +1,5 @@
-// Package ipvs is the kube-proxy IPVS engine. This build only checks the kernel for it: running the ipvs
-// proxier in the netns lab is a later step of the project.
+// Package ipvs is the kube-proxy IPVS engine: the upstream ipvs proxier as a node's proxy, the collector of a
+// node's IPVS state (virtual servers, real servers, connection entries) and the walk of a packet through it.
 package ipvs
 
 import (

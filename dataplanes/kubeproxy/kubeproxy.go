@@ -1,4 +1,4 @@
-// Package kubeproxy runs an upstream kube-proxy proxier (iptables or nftables) as a node's Service proxy. Instead
+// Package kubeproxy runs an upstream kube-proxy proxier (iptables, nftables or ipvs) as a node's Service proxy. Instead
 // of an apiserver watch it is handed the lab's Services and EndpointSlices; it turns each new set into the same
 // OnXxxAdd/Update/Delete calls kube-proxy's informers would make.
 package kubeproxy
@@ -29,7 +29,7 @@ func Check(d lab.Dataplane) error {
 		if err := ipvs.CheckKernel(); err != nil {
 			return fmt.Errorf("dataplane ipvs: %w", err)
 		}
-		return fmt.Errorf("dataplane ipvs: the netns provider does not run the ipvs proxier yet; use --provider kind")
+		return nil
 	case lab.EBPF:
 		return fmt.Errorf("dataplane ebpf is Cilium's datapath, not a kube-proxy mode")
 	}
@@ -43,6 +43,8 @@ func newProxier(ctx context.Context, d lab.Dataplane, cfg dataplanes.NodeConfig)
 	switch d {
 	case lab.IPTables:
 		return iptables.NewProxier(ctx, cfg)
+	case lab.IPVS:
+		return ipvs.NewProxier(ctx, cfg)
 	default:
 		return nftables.NewProxier(ctx, cfg)
 	}

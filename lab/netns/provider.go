@@ -81,6 +81,10 @@ func CheckHost(d lab.Dataplane) error {
 		need["iptables-restore"] = "iptables"
 	case lab.NFTables:
 		need["nft"] = "nftables"
+	case lab.IPVS:
+		// The ipvs proxier writes its iptables rules with iptables-restore and its sets with ipset.
+		need["iptables-restore"] = "iptables"
+		need["ipset"] = "ipset"
 	}
 	for bin, pkg := range need {
 		if _, err := exec.LookPath(bin); err != nil {
