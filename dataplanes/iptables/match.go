@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/inspect/netstate"
 )
 
 // cond is one condition of a rule: an option of the core (-s, -d, -p, -i, -o) or of a match module.
@@ -274,8 +275,20 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 	case "--set", "--remove", "--seconds", "--reap", "--name", "--rsource", "--rdest", "--mask", "--hitcount", "--rttl":
 		return !c.neg, ""
 	case "--match-set":
-		m.notes = append(m.notes, fmt.Sprintf("a rule tests ipset %s, which this snapshot does not hold: the trace assumes it matches", v))
-		return !c.neg, ""
+		set, ok := w.Net.IPSet(v)
+		if !ok {
+			m.notes = append(m.notes, fmt.Sprintf("a rule tests ipset %s, which this snapshot does not hold: the trace assumes it matches", v))
+			return !c.neg, ""
+		}
+		dirs := ""
+		if len(c.vals) > 1 {
+			dirs = c.vals[1]
+		}
+		in, key := set.Match(dirs, netstate.SetPacket{Src: p.Src, Dst: p.Dst, Sport: p.Sport, Dport: p.Dport, Proto: p.Proto})
+		if in {
+			return true, fmt.Sprintf("%s is in %s", key, v)
+		}
+		return false, fmt.Sprintf("%s is not in ipset %s", key, v)
 	case "--mode", "--probability", "--every", "--packet":
 		return !c.neg, ""
 	case "--limit-iface-in", "--limit-iface-out", "--tcp-flags", "--syn", "--icmp-type", "--physdev-in", "--physdev-out", "--physdev-is-bridged":

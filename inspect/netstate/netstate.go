@@ -1,6 +1,6 @@
 // Package netstate holds what a trace needs to know about a node's own network: its addresses, its routing
 // tables (including `table local`, which decides addrtype LOCAL and fib type local), sysctls, conntrack
-// entries and xt_recent lists. It is plain data, collected on the node and read anywhere.
+// entries, xt_recent lists and ipsets. It is plain data, collected on the node and read anywhere.
 package netstate
 
 import (
@@ -44,6 +44,8 @@ type State struct {
 	// its ticks per second; both 0 when unknown.
 	Jiffies uint64 `json:"jiffies,omitempty"`
 	HZ      int    `json:"hz,omitempty"`
+	// IPSets are the node's ipsets (`ipset save`), which iptables rules test with -m set.
+	IPSets []IPSet `json:"ipsets,omitempty"`
 }
 
 // ParseAddresses reads `ip -j addr show`.
