@@ -43,6 +43,10 @@ const (
 	Accept Verdict = iota // the packet goes on to the next base chain
 	Drop
 	Reject
+	// Stolen: the hook took the packet and sends it on itself. IPVS does this with a packet it translated:
+	// it routes it to the real server and passes it through LOCAL_OUT and POSTROUTING
+	// (ip_vs_nat_send_or_cont), so it never reaches the rest of INPUT, nor FORWARD.
+	Stolen
 )
 
 // BaseChain is a chain attached to a hook.
@@ -59,6 +63,13 @@ type BaseChain struct {
 // Ruleset is one engine's rules on a node.
 type Ruleset interface {
 	BaseChains() []BaseChain
+}
+
+// DNATOwner is a ruleset that translates destinations itself, outside conntrack's NAT (IPVS). For a flow
+// it owns, an existing conntrack entry's changed reply tuple is the owner's doing: conntrack does not rewrite
+// the destination at PREROUTING, the owner does at its own hook.
+type DNATOwner interface {
+	OwnsDNAT(proto string, client, dst netip.AddrPort) bool
 }
 
 // Packet is the packet as it is while walked.
@@ -106,11 +117,18 @@ type Walk struct {
 	natDone   map[string]bool // "dst"/"src" translations set up for this flow
 	egress    string
 	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
+	// Resent is true once IPVS has translated the packet and sent it on (the kernel's skb->ipvs_property):
+	// IPVS's own hooks let it pass from then on.
+	Resent bool
+	// reverseNAT, when set, says what undoes the DNAT on the reply instead of conntrack (IPVS's connection
+	// entry).
+	reverseNAT string
 	// Translations an existing conntrack entry will apply, at the dstnat and srcnat points of the walk.
 	pendingDst *netip.AddrPort
 	pendingSrc netip.Addr
 
 	budget *int // rule evaluations left for the whole Run, shared by its walks
+	owners []DNATOwner
 
 	script       []int
 	pos          int
@@ -208,6 +226,10 @@ func (w *Walk) DNAT(to netip.AddrPort) string {
 	return fmt.Sprintf("destination %s -> %s", from, d)
 }
 
+// ReverseNATBy says what rewrites the reply's source back to the address the sender used, when that is not
+// conntrack undoing a DNAT (IPVS does it from its own connection entry).
+func (w *Walk) ReverseNATBy(what string) { w.reverseNAT = what }
+
 // Masquerade translates the source to the address the packet leaves with.
 func (w *Walk) Masquerade() string {
 	src := w.masqueradeSource()
@@ -263,8 +285,12 @@ const maxEvaluations = 2_000_000
 // Run walks flow through the rulesets and returns every path, one per sequence of random choices.
 func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) ([]trace.Path, []string, *trace.Conntrack) {
 	var chains []BaseChain
+	var owners []DNATOwner
 	for _, rs := range rulesets {
 		chains = append(chains, rs.BaseChains()...)
+		if o, ok := rs.(DNATOwner); ok {
+			owners = append(owners, o)
+		}
 	}
 	sort.SliceStable(chains, func(i, j int) bool { return chains[i].Priority < chains[j].Priority })
 
@@ -281,7 +307,7 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 			notes = append(notes, "stopped exploring paths: the rule-evaluation budget is spent")
 			break
 		}
-		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget}
+		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget, owners: owners}
 		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)
@@ -374,7 +400,9 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		} else if ok {
 			w.Pkt.Oif = r.Dev
 		}
-		if v := hook(Output); v != Accept {
+		if v := hook(Output); v == Stolen {
+			return w.resend(hook, stop, finish)
+		} else if v != Accept {
 			return stop(v)
 		}
 		// nat OUTPUT may have changed the destination: route again.
@@ -406,12 +434,35 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		return stop(v)
 	}
 	if w.Pkt.Local {
-		if v := hook(Input); v != Accept {
+		if v := hook(Input); v == Stolen {
+			return w.resend(hook, stop, finish)
+		} else if v != Accept {
 			return stop(v)
 		}
 		return finish(trace.Local)
 	}
 	if v := hook(Forward); v != Accept {
+		return stop(v)
+	}
+	if v := hook(Postrouting); v != Accept {
+		return stop(v)
+	}
+	return finish(trace.Delivered)
+}
+
+// resend follows a packet IPVS translated: routed to its new destination, through every LOCAL_OUT hook (nat
+// OUTPUT does not run again: the flow's destination translation is set up), then POSTROUTING, where the
+// source may be masqueraded.
+func (w *Walk) resend(hook func(Hook) Verdict, stop func(Verdict) (trace.Path, *trace.Conntrack), finish func(string) (trace.Path, *trace.Conntrack)) (trace.Path, *trace.Conntrack) {
+	w.Resent = true
+	if v, done := w.route(); done {
+		return stop(v)
+	}
+	if w.Pkt.Local {
+		w.Note("IPVS translated the packet to an address of this node: it is delivered here")
+		return finish(trace.Local)
+	}
+	if v := hook(Output); v != Accept {
 		return stop(v)
 	}
 	if v := hook(Postrouting); v != Accept {
@@ -449,6 +500,9 @@ func (w *Walk) lookupConntrack(flow trace.Flow) *trace.Conntrack {
 	}
 	// The translations themselves happen where the kernel does them: the destination at the dstnat point
 	// (after raw, mangle and anything before priority -100), the source at the srcnat point.
+	if dir == "original" && dnat && w.ownedDNAT(flow) {
+		dnat = false // its owner (IPVS) rewrites the destination at its own hook
+	}
 	if dir == "original" {
 		if dnat {
 			d := netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport)
@@ -468,6 +522,16 @@ func (w *Walk) lookupConntrack(flow trace.Flow) *trace.Conntrack {
 	}
 	w.Note("an existing conntrack entry decides this flow: nat rules are not consulted for it")
 	return &trace.Conntrack{Entry: e.Line, Direction: dir}
+}
+
+func (w *Walk) ownedDNAT(f trace.Flow) bool {
+	client, dst := netip.AddrPortFrom(f.Src, f.Sport), netip.AddrPortFrom(f.Dst, f.Dport)
+	for _, o := range w.owners {
+		if o.OwnsDNAT(f.Proto, client, dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // applyPending applies an established flow's translations once the walk reaches the priority where the
@@ -504,7 +568,8 @@ func (w *Walk) route() (Verdict, bool) {
 		w.Note("a packet from a loopback source arriving from outside is a martian: the kernel drops it")
 		return Drop, true
 	}
-	if !w.Pkt.FromNode && w.Net.Sysctls["net.ipv4.ip_forward"] == "0" {
+	// IPVS routes what it translates as the node's own output: forwarding is not asked.
+	if !w.Pkt.FromNode && !w.Resent && w.Net.Sysctls["net.ipv4.ip_forward"] == "0" {
 		w.Note("net.ipv4.ip_forward is 0 on this node: it does not forward")
 		return Drop, true
 	}
@@ -549,6 +614,15 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 			how = "MASQUERADE (port PORT' chosen at random with --random-fully)"
 		}
 		undo = append(undo, fmt.Sprintf("the destination back to %s (undoing %s)", r.AsSeenTo, how))
+	}
+	if w.dnat != nil && w.reverseNAT != "" {
+		// Conntrack undoes only the masquerade; the DNAT was IPVS's, and so is its undoing.
+		ct := "needs no conntrack translation"
+		if len(undo) > 0 {
+			ct = "matches the flow's conntrack entry, which rewrites " + undo[0]
+		}
+		r.Text = fmt.Sprintf("the reply %s -> %s %s; then %s rewrites the source back to %s", r.From, r.To, ct, w.reverseNAT, r.AsSeenFrom)
+		return r
 	}
 	if w.dnat != nil {
 		undo = append(undo, fmt.Sprintf("the source back to %s (undoing the DNAT)", r.AsSeenFrom))

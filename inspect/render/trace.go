@@ -55,10 +55,23 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	if len(t.Endpoints) > 0 {
 		fmt.Fprintln(w)
 		rows := [][]string{}
+		turns := false
 		for _, e := range t.Endpoints {
-			rows = append(rows, []string{e.Addr(), orDash(e.Pod), orDash(e.Node), fmt.Sprintf("%.11f", e.Probability), percent(e.Probability), snatFor(t, e)})
+			turns = turns || e.Turn > 0
 		}
-		if err := WriteTable(w, []string{"ENDPOINT", "POD", "NODE", "PROBABILITY", "", "SOURCE THE POD SEES"}, rows); err != nil {
+		for _, e := range t.Endpoints {
+			row := []string{e.Addr(), orDash(e.Pod), orDash(e.Node), fmt.Sprintf("%.11f", e.Probability), percent(e.Probability)}
+			if turns {
+				row = append(row, orDash(turnString(e.Turn)))
+			}
+			rows = append(rows, append(row, snatFor(t, e)))
+		}
+		header := []string{"ENDPOINT", "POD", "NODE", "PROBABILITY", ""}
+		if turns {
+			// Round robin is not random: the share is exact over a round, and the turn says who is next.
+			header = append(header, "TURN")
+		}
+		if err := WriteTable(w, append(header, "SOURCE THE POD SEES"), rows); err != nil {
 			return err
 		}
 	}
@@ -132,6 +145,16 @@ func firstReply(t *trace.Trace) *trace.Reply {
 	return nil
 }
 
+func turnString(turn int) string {
+	switch turn {
+	case 0:
+		return ""
+	case 1:
+		return "next"
+	}
+	return strconv.Itoa(turn)
+}
+
 func percent(p float64) string { return strconv.FormatFloat(p*100, 'f', 2, 64) + "%" }
 
 func orDash(s string) string {
@@ -196,7 +219,11 @@ func result(h trace.Hop) string {
 		return "no: " + h.Reason
 	}
 	r := h.Verdict
-	if h.Probability > 0 {
+	switch {
+	case h.Table == "ipvs" && h.Reason != "":
+		// A scheduler's choice is not a random rule: say what it is.
+		r = strings.TrimPrefix(r+": "+h.Reason, ": ")
+	case h.Probability > 0:
 		r = fmt.Sprintf("random (%.11f): %s", h.Probability, r)
 	}
 	if len(h.Changes) > 0 {

@@ -92,6 +92,10 @@ type Endpoint struct {
 	Probability float64 `json:"probability"`
 	Pod         string  `json:"pod,omitempty"`  // namespace/name where known
 	Node        string  `json:"node,omitempty"` // the node the pod runs on, where known
+	// Turn is a round-robin scheduler's order when the node's state tells it (IPVS rr): 1 for the endpoint the
+	// next new connection goes to, 2 for the one after, and so on; 0 when there is no such order or it is
+	// not known.
+	Turn int `json:"turn,omitempty"`
 }
 
 // Addr is the endpoint as IP:PORT.
