@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/inspect/netstate"
 )
 
@@ -56,13 +58,17 @@ func Collect(ctx context.Context, bpffs string) (*Snapshot, error) {
 	})
 	wg.Go(func() { collectRecent(&s.Net) })
 	wg.Go(func() { collectEBPF(s, bpffs, missing) })
+	wg.Go(func() { collectIPVS(s, missing) })
+	var ipsets []netstate.IPSet
+	wg.Go(func() { ipsets = collectIPSets(ctx, missing) })
 	wg.Wait()
 	if netErr != nil {
 		return nil, netErr
 	}
+	s.Net.IPSets = ipsets
 	sort.Strings(s.Missing)
-	if s.Iptables == nil && s.NftablesText == "" && s.EBPF == nil {
-		return nil, fmt.Errorf("no iptables or nftables rules or Cilium maps could be read on this node (%s)", strings.Join(s.Missing, "; "))
+	if s.Iptables == nil && s.NftablesText == "" && s.EBPF == nil && s.IPVS == nil {
+		return nil, fmt.Errorf("no iptables or nftables rules, IPVS table or Cilium maps could be read on this node (%s)", strings.Join(s.Missing, "; "))
 	}
 	return s, nil
 }
@@ -82,6 +88,36 @@ func collectEBPF(s *Snapshot, bpffs string, missing func(string, error)) {
 		return
 	}
 	s.EBPF = st
+}
+
+// collectIPVS reads the IPVS table, where the kernel has IPVS (its absence is not missing: most nodes have none).
+func collectIPVS(s *Snapshot, missing func(string, error)) {
+	st, err := ipvs.Collect()
+	switch {
+	case errors.Is(err, ipvs.ErrNoIPVS):
+	case err != nil:
+		missing("IPVS table", err)
+	default:
+		s.IPVS = st
+	}
+}
+
+// collectIPSets reads the ipsets with `ipset save`. A node without the ipset tool has none that kube-proxy
+// made (its IPVS mode needs the tool), so only a failing ipset is missing.
+func collectIPSets(ctx context.Context, missing func(string, error)) []netstate.IPSet {
+	if _, err := exec.LookPath("ipset"); err != nil {
+		return nil
+	}
+	out, err := run(ctx, "ipset", "save")
+	if err != nil {
+		missing("ipset save", err)
+		return nil
+	}
+	sets, err := netstate.ParseIPSetSave(out)
+	if err != nil {
+		missing("ipset save", err)
+	}
+	return sets
 }
 
 // collectRules reads iptables, then the nf_tables tables iptables does not cover.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/inspect/netstate"
 )
 
@@ -33,6 +34,9 @@ type Snapshot struct {
 	// EBPF is Cilium's datapath on the node: its load-balancing and conntrack maps, the programs attached to
 	// the interfaces and their load-time constants.
 	EBPF *ebpf.State `json:"ebpf,omitempty"`
+	// IPVS is the node's IPVS table (kube-proxy's IPVS mode): virtual servers, real servers and the kernel's
+	// connection entries. Its ipsets are in Net.
+	IPVS *ipvs.State `json:"ipvs,omitempty"`
 
 	Net        netstate.State `json:"net"`
 	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`

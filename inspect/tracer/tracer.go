@@ -11,10 +11,12 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/iptables"
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/dataplanes/nftables"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/netfilter"
@@ -38,7 +40,8 @@ type Request struct {
 }
 
 // Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft list ruleset` or
-// `nft -j list ruleset` output, an iptables-save dump (whole or a fragment) or `iptables -L -n [-v]` listings. Raw rules say nothing about
+// `nft -j list ruleset` output, an iptables-save dump (whole or a fragment), `iptables -L -n [-v]` listings
+// or `ipvsadm -Ln`. Raw rules say nothing about
 // the node's addresses: local lists what the node owns (addrtype LOCAL / fib daddr type local).
 func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	trimmed := bytes.TrimSpace(data)
@@ -69,6 +72,13 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 	}
 	text := string(data)
+	if ipvs.IsList(text) {
+		st, err := ipvs.ParseList(text)
+		if err != nil {
+			return nil, fmt.Errorf("ipvsadm -Ln: %v", err)
+		}
+		return &snapshot.Snapshot{Version: snapshot.Version, IPVS: st, Dataplane: string(lab.IPVS), Net: netstate.FromLocalAddresses(local)}, nil
+	}
 	if looksLikeNft(text) {
 		if _, err := nftables.ParseText(text); err != nil {
 			return nil, fmt.Errorf("nft list ruleset: %v", err)
@@ -170,8 +180,14 @@ func rulesets(s *snapshot.Snapshot) ([]netfilter.Ruleset, string, error) {
 			dataplane = "nftables"
 		}
 	}
+	if s.IPVS != nil {
+		out = append(out, &ipvs.Ruleset{State: s.IPVS})
+		if dataplane == "" || dataplane == string(lab.IPTables) {
+			dataplane = string(lab.IPVS)
+		}
+	}
 	if len(out) == 0 {
-		return nil, "", fmt.Errorf("the snapshot holds no iptables or nftables rules")
+		return nil, "", fmt.Errorf("the snapshot holds no iptables or nftables rules or IPVS table")
 	}
 	return out, dataplane, nil
 }
@@ -239,11 +255,6 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 	if s.EBPF != nil && (s.Dataplane == string(lab.EBPF) || s.Dataplane == "" && s.Iptables == nil && s.NftablesText == "" && len(s.Nftables) == 0) {
 		return traceEBPF(s, flow, from, origin)
 	}
-	if s.Dataplane == string(lab.IPVS) {
-		// Its iptables rules only hand packets to IPVS through ipsets; walking them without the virtual
-		// servers would explain half the path and say nothing of the backends.
-		return nil, fmt.Errorf("tracing an IPVS node is not supported yet: `k8sguide snapshot` captures its rules, and `k8sguide exec NODE -- iptables-save` shows them")
-	}
 	rs, dataplane, err := rulesets(s)
 	if err != nil {
 		return nil, err
@@ -255,9 +266,63 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 		names = s.PodByIP
 	}
 	t.Paths, t.Notes, t.Conntrack = netfilter.Run(rs, &s.Net, flow, origin, names)
+	if s.IPVS != nil {
+		ipvsTurns(s.IPVS, flow, t.Paths)
+	}
 	t.Finish()
+	if t.Service == "" {
+		t.Service = serviceAt(s, flow)
+	}
 	t.Service = qualifyService(s, t.Service, flow)
 	return t, nil
+}
+
+// ipvsTurns marks each endpoint with round robin's turn when the virtual server the packet reaches tells it,
+// and lists the paths in that order (the order the next new connections take).
+func ipvsTurns(st *ipvs.State, flow trace.Flow, paths []trace.Path) {
+	v := st.Find(flow.Proto, flow.Dst, flow.Dport, 0)
+	if v == nil {
+		return
+	}
+	turns := v.Turns()
+	if turns == nil {
+		return
+	}
+	for i := range paths {
+		if e := paths[i].Endpoint; e != nil {
+			if a, err := netip.ParseAddrPort(e.Addr()); err == nil {
+				e.Turn = turns[a]
+			}
+		}
+	}
+	sort.SliceStable(paths, func(i, j int) bool { return turnOf(paths[i]) < turnOf(paths[j]) })
+}
+
+func turnOf(p trace.Path) int {
+	if p.Endpoint == nil || p.Endpoint.Turn == 0 {
+		return 1 << 30
+	}
+	return p.Endpoint.Turn
+}
+
+// serviceAt names the Service whose ClusterIP or NodePort the packet is sent to, for engines whose rules do
+// not name it (IPVS virtual servers carry no comment).
+func serviceAt(s *snapshot.Snapshot, f trace.Flow) string {
+	if s.Kubernetes == nil {
+		return ""
+	}
+	local := s.Net.IsLocal(f.Dst)
+	for _, k := range s.Kubernetes.Services {
+		for _, p := range k.Ports {
+			if !strings.EqualFold(p.Protocol, f.Proto) {
+				continue
+			}
+			if (k.ClusterIP == f.Dst.String() && p.Port == int32(f.Dport)) || (local && p.NodePort == int32(f.Dport)) {
+				return k.Namespace + "/" + k.Name
+			}
+		}
+	}
+	return ""
 }
 
 // traceEBPF walks Cilium's maps. bpf_host's cil_from_netdev sees packets that arrive on an interface it is

@@ -1,0 +1,275 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// Where IPVS sits among the netfilter hooks (net/netfilter/ipvs/ip_vs_core.c, ip_vs_ops4): it schedules
+// packets for the node in LOCAL_IN just before nat INPUT (NF_IP_PRI_NAT_SRC - 1), after filter INPUT has
+// accepted them, and packets the node makes in LOCAL_OUT just after nat OUTPUT (NF_IP_PRI_NAT_DST + 2).
+const (
+	priorityRemoteRequest = netfilter.PrioritySrcNAT - 1
+	priorityLocalRequest  = netfilter.PriorityDstNAT + 2
+)
+
+// Table is what trace hops name as the IPVS "table".
+const Table = "ipvs"
+
+// Ruleset is a node's IPVS table as the netfilter walk sees it.
+type Ruleset struct {
+	State *State
+}
+
+// BaseChains are IPVS's two scheduling hooks.
+func (r *Ruleset) BaseChains() []netfilter.BaseChain {
+	return []netfilter.BaseChain{
+		{Hook: netfilter.Input, Priority: priorityRemoteRequest, Table: Table, Name: "ip_vs_remote_request4", Run: r.schedule},
+		{Hook: netfilter.Output, Priority: priorityLocalRequest, Table: Table, Name: "ip_vs_local_request4", Run: r.schedule},
+	}
+}
+
+// OwnsDNAT says whether an IPVS connection entry translates this flow: its conntrack entry then only
+// mirrors IPVS's translation.
+func (r *Ruleset) OwnsDNAT(proto string, client, dst netip.AddrPort) bool {
+	_, ok := r.State.Connection(proto, client, dst)
+	return ok
+}
+
+// schedule is what IPVS does with a packet on its way in: find the virtual server, pick a real server for a
+// new connection (or the one an existing entry names), and for Masq forwarding rewrite the destination and
+// send the packet on itself.
+func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
+	p := &w.Pkt
+	if w.Resent || (p.Proto != "tcp" && p.Proto != "udp" && p.Proto != "sctp") {
+		return netfilter.Accept
+	}
+	dst := netip.AddrPortFrom(p.Dst, p.Dport)
+	v := r.State.Find(p.Proto, p.Dst, p.Dport, p.Mark)
+	if v == nil {
+		w.Add(trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
+			Reason: fmt.Sprintf("no IPVS virtual server for %s %s: the packet goes on to the node's own sockets", strings.ToUpper(p.Proto), dst)})
+		return netfilter.Accept
+	}
+	w.Add(trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Matched: true,
+		Reason: fmt.Sprintf("IPVS virtual server for %s (one per address the Service answers on)", dst)})
+
+	client := netip.AddrPortFrom(p.Src, p.Sport)
+	if rs, why := r.decided(v, client); rs != nil {
+		return r.forward(w, v, rs, 1, why)
+	}
+	avail, probs, why := choices(v)
+	if len(avail) == 0 {
+		h := trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Verdict: "reject",
+			Reason: "no real server with a weight above 0: IPVS answers a new connection with ICMP port unreachable (ip_vs_leave)"}
+		w.Add(h)
+		w.VerdictBy(h)
+		return netfilter.Reject
+	}
+	i := w.Choose(probs)
+	return r.forward(w, v, &v.RealServers[avail[i]], probs[i], why[i])
+}
+
+// decided returns the real server an existing connection entry (or, for a persistent service, the client's
+// persistence template) sends the packet to.
+func (r *Ruleset) decided(v *VirtualServer, client netip.AddrPort) (*RealServer, string) {
+	vip := v.Addr()
+	if client.Port() != 0 {
+		if c, ok := r.State.Connection(v.Protocol, client, vip); ok {
+			if rs := v.realServer(c.Dest); rs != nil {
+				return rs, fmt.Sprintf("an existing IPVS connection entry (%s, expires in %d s) sends this connection to %s", c.State, c.Expires, c.Dest)
+			}
+		}
+	}
+	if v.Persistent {
+		// A persistence template is an entry with client port 0: every connection from that client address goes
+		// to the same real server while it lives.
+		if c, ok := r.State.Connection(v.Protocol, netip.AddrPortFrom(client.Addr(), 0), vip); ok {
+			if rs := v.realServer(c.Dest); rs != nil {
+				return rs, fmt.Sprintf("persistent service: the template for %s (expires in %d s) sends every new connection from it to %s", client.Addr(), c.Expires, c.Dest)
+			}
+		}
+	}
+	return nil, ""
+}
+
+func (v *VirtualServer) realServer(a netip.AddrPort) *RealServer {
+	for i := range v.RealServers {
+		if v.RealServers[i].Addr() == a {
+			return &v.RealServers[i]
+		}
+	}
+	return nil
+}
+
+// forward records the chosen real server and does what its forwarding method does.
+func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, prob float64, why string) netfilter.Verdict {
+	h := trace.Hop{Table: Table, Chain: v.Name(), Text: rs.Line(), Matched: true, Reason: why}
+	if prob < 1 {
+		h.Probability = prob
+	}
+	vip := v.Addr()
+	client := netip.AddrPortFrom(w.Pkt.Src, w.Pkt.Sport)
+	switch rs.Forward {
+	case "Masq":
+		h.Verdict = "dnat to " + rs.Addr().String()
+		h.Changes = []string{w.DNAT(rs.Addr())}
+		entry := fmt.Sprintf("%s -> %s -> %s", clientString(client), vip, rs.Addr())
+		w.ReverseNATBy(fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
+	case "Local":
+		h.Verdict = "accept"
+		w.Add(h)
+		w.Note("the real server %s is this node (Local forwarding): IPVS hands the packet to the node's own socket", rs.Addr())
+		return netfilter.Accept
+	default:
+		h.Verdict = "forward to " + rs.Addr().String()
+		w.Note("real server %s is reached by %s forwarding: the packet is sent to it unchanged", rs.Addr(), rs.Forward)
+	}
+	w.Add(h)
+	return netfilter.Stolen
+}
+
+func clientString(a netip.AddrPort) string {
+	if a.Port() == 0 {
+		return a.Addr().String() + ":PORT"
+	}
+	return a.String()
+}
+
+// choices are the real servers a new connection can go to (indexes into v.RealServers), each one's share of
+// new connections, and what to say of it. rr (kube-proxy's default) takes every server with a weight above 0
+// in turn, in list order; the state tells whose turn is next when its connection counters show an unbroken
+// rotation. The other schedulers are described by their long-run shares.
+func choices(v *VirtualServer) (avail []int, probs []float64, why []string) {
+	total := 0
+	for i, rs := range v.RealServers {
+		if rs.Weight > 0 {
+			avail = append(avail, i)
+			total += rs.Weight
+		}
+	}
+	if len(avail) == 0 {
+		return nil, nil, nil
+	}
+	var turns []int
+	if v.Scheduler == "rr" {
+		turns = rrTurns(v, avail)
+	}
+	for k, i := range avail {
+		rs := v.RealServers[i]
+		switch v.Scheduler {
+		case "rr":
+			probs = append(probs, 1/float64(len(avail)))
+			s := fmt.Sprintf("round robin: every %s new connection, in list order", ordinal(len(avail)))
+			if turns != nil {
+				s += fmt.Sprintf("; turn %d (%s)", turns[k], turnText(turns[k]))
+			}
+			why = append(why, s)
+		case "wrr":
+			probs = append(probs, float64(rs.Weight)/float64(total))
+			why = append(why, fmt.Sprintf("weighted round robin: %d of every %d new connections (weight %d)", rs.Weight, total, rs.Weight))
+		default:
+			probs = append(probs, float64(rs.Weight)/float64(total))
+			why = append(why, fmt.Sprintf("scheduler %s: %s; share by weight %d of %d", v.Scheduler, schedulerText(v.Scheduler), rs.Weight, total))
+		}
+	}
+	return avail, probs, why
+}
+
+// Turns gives, for each real server of an rr virtual server that can be chosen, its turn (1 = next), or nil
+// when the state does not tell.
+func (v *VirtualServer) Turns() map[netip.AddrPort]int {
+	avail, _, _ := choices(v)
+	if v.Scheduler != "rr" {
+		return nil
+	}
+	turns := rrTurns(v, avail)
+	if turns == nil {
+		return nil
+	}
+	out := map[netip.AddrPort]int{}
+	for k, i := range avail {
+		out[v.RealServers[i].Addr()] = turns[k]
+	}
+	return out
+}
+
+// rrTurns reads round robin's position from the connection counters. The kernel's rr (ip_vs_rr.c) starts at
+// the head of the list and takes the next server with a weight above 0 each time, so while the list has not
+// changed, the counters read k+1, …, k+1, k, …, k in list order and the first k is next. Anything else (a
+// server added or removed since, weights changed, counters of removed servers in the service's total) means
+// the position cannot be told. The counters are the kernel's estimator's, refreshed every 2 seconds.
+func rrTurns(v *VirtualServer, avail []int) []int {
+	if v.FromListing || len(avail) != len(v.RealServers) {
+		return nil
+	}
+	var sum uint64
+	first := v.RealServers[avail[0]].Connections
+	next := -1
+	for k, i := range avail {
+		c := v.RealServers[i].Connections
+		sum += uint64(c)
+		switch {
+		case c == first && next < 0: // still among the k+1s
+		case c+1 == first:
+			if next < 0 {
+				next = k
+			}
+		default:
+			return nil
+		}
+	}
+	if sum != uint64(v.Connections) {
+		return nil
+	}
+	if next < 0 {
+		next = 0
+	}
+	turns := make([]int, len(avail))
+	for k := range avail {
+		turns[k] = (k-next+len(avail))%len(avail) + 1
+	}
+	return turns
+}
+
+func turnText(turn int) string {
+	switch turn {
+	case 1:
+		return "the next new connection goes here"
+	case 2:
+		return "the one after that"
+	}
+	return fmt.Sprintf("%s from now", ordinal(turn))
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "1st"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
+}
+
+func schedulerText(s string) string {
+	switch s {
+	case "lc", "wlc":
+		return "the server with the fewest connections (by weight) at that moment"
+	case "sh":
+		return "a hash of the source address: each client always reaches the same server"
+	case "dh":
+		return "a hash of the destination address"
+	case "mh":
+		return "Maglev hashing of the source: each client keeps its server"
+	case "sed", "nq":
+		return "the shortest expected delay"
+	}
+	return "a choice the trace does not model"
+}
