@@ -19,12 +19,18 @@ endif
 
 # clang-19: Cilium's datapath needs clang >= 18.1 (bookworm's clang is 14).
 # shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
-PACKAGES := iproute2 iptables nftables conntrack curl clang-19 shellcheck
+# ipset, ipvsadm: kube-proxy's IPVS mode writes its sets with ipset; the IPVS tests list with ipvsadm.
+PACKAGES := iproute2 iptables nftables conntrack curl clang-19 shellcheck ipset ipvsadm
+# The IPVS test VM: QEMU alone, without the firmware and tools it recommends.
+VM_PACKAGES := qemu-system-x86
 
-# What the lab and the tests need from Debian (Go itself comes with the machine).
+# What the lab and the tests need from Debian (Go itself comes with the machine), and the Debian kernel the
+# IPVS test VM boots (fetched with apt-get download, extracted into the VM cache).
 deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(VM_PACKAGES) >/dev/null
+	go run ./internal/vmtest/cmd/vmkernel
 
 # k8sguide, and beside it k8sguide-cilium, the ebpf dataplane's node agent: a nested module (Cilium's Go
 # packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache.
