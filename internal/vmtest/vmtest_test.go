@@ -426,9 +426,9 @@ func TestModuleClosure(t *testing.T) {
 	}
 }
 
-// The modules.dep the harness writes from .modinfo, checked on the cached kernel (skipped before one is cached:
-// this test does not download).
-func TestWrittenModulesDep(t *testing.T) {
+// cachedKernelOrSkip is a kernel already in the cache; tests that only read one skip before it is fetched.
+func cachedKernelOrSkip(t *testing.T) *Kernel {
+	t.Helper()
 	dir, err := DefaultCacheDir()
 	if err != nil {
 		t.Skip(err)
@@ -437,6 +437,13 @@ func TestWrittenModulesDep(t *testing.T) {
 	if k == nil {
 		t.Skipf("no kernel cached in %s yet (go run ./internal/vmtest/cmd/vmkernel)", dir)
 	}
+	return k
+}
+
+// The modules.dep the harness writes from .modinfo, checked on the cached kernel (skipped before one is cached:
+// this test does not download).
+func TestWrittenModulesDep(t *testing.T) {
+	k := cachedKernelOrSkip(t)
 	deps, err := modinfoDepends(filepath.Join(k.ModulesDir, "kernel/net/netfilter/ipvs/ip_vs.ko"))
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("%s has no ip_vs.ko where 6.1 has it: %v", k.Version, err)
@@ -544,14 +551,7 @@ func TestFallbackKernel(t *testing.T) {
 
 // The initramfs for a boot, without booting it: this test binary as /init, the modules' closure, the config.
 func TestBuildInitramfs(t *testing.T) {
-	dir, err := DefaultCacheDir()
-	if err != nil {
-		t.Skip(err)
-	}
-	k := anyCachedKernel(dir)
-	if k == nil {
-		t.Skipf("no kernel cached in %s yet (go run ./internal/vmtest/cmd/vmkernel)", dir)
-	}
+	k := cachedKernelOrSkip(t)
 	out := filepath.Join(t.TempDir(), "initramfs.cpio")
 	start := time.Now()
 	size, err := buildInitramfs(t.Context(), k, withDefaults(Options{Modules: []string{"ip_vs_rr"}, Args: []string{"-test.v"}}), out)
