@@ -41,8 +41,8 @@ type Request struct {
 
 // Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft list ruleset` or
 // `nft -j list ruleset` output, an iptables-save dump (whole or a fragment), `iptables -L -n [-v]` listings
-// or `ipvsadm -Ln`. Raw rules say nothing about
-// the node's addresses: local lists what the node owns (addrtype LOCAL / fib daddr type local).
+// or `ipvsadm -Ln`. Raw rules say nothing about the node's addresses: local lists what the node owns (addrtype
+// LOCAL / fib daddr type local).
 func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
