@@ -31,15 +31,7 @@ func TestRRTurns(t *testing.T) {
 			for i, w := range tc.weights {
 				v.RealServers = append(v.RealServers, RealServer{Address: netip.AddrFrom4([4]byte{10, 244, 0, byte(i + 2)}), Port: 8080, Forward: "Masq", Weight: w, Connections: tc.counts[i]})
 			}
-			turns := v.Turns()
-			var got []int
-			if turns != nil {
-				for _, rs := range v.RealServers {
-					if rs.Weight > 0 {
-						got = append(got, turns[rs.Addr()])
-					}
-				}
-			}
+			_, _, _, got := choices(v)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("turns %v, want %v", got, tc.want)
 			}

@@ -62,7 +62,7 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 	if rs, why := r.decided(v, client); rs != nil {
 		return r.forward(w, v, rs, 1, why)
 	}
-	avail, probs, why := choices(v)
+	avail, probs, why, turns := choices(v)
 	if len(avail) == 0 {
 		h := trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Verdict: "reject",
 			Reason: "no real server with a weight above 0: IPVS answers a new connection with ICMP port unreachable (ip_vs_leave)"}
@@ -71,6 +71,9 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 		return netfilter.Reject
 	}
 	i := w.Choose(probs)
+	if turns != nil {
+		w.EndpointTurn(turns[i])
+	}
 	return r.forward(w, v, &v.RealServers[avail[i]], probs[i], why[i])
 }
 
@@ -141,10 +144,11 @@ func clientString(a netip.AddrPort) string {
 }
 
 // choices are the real servers a new connection can go to (indexes into v.RealServers), each one's share of
-// new connections, and what to say of it. rr (kube-proxy's default) takes every server with a weight above 0
-// in turn, in list order; the state tells whose turn is next when its connection counters show an unbroken
-// rotation. The other schedulers are described by their long-run shares.
-func choices(v *VirtualServer) (avail []int, probs []float64, why []string) {
+// new connections, what to say of it and, for rr, its turn. rr (kube-proxy's default) takes every server with
+// a weight above 0 in turn, in list order; the state tells whose turn is next when its connection counters
+// show an unbroken rotation (turns is nil otherwise). The other schedulers are described by their long-run
+// shares.
+func choices(v *VirtualServer) (avail []int, probs []float64, why []string, turns []int) {
 	total := 0
 	for i, rs := range v.RealServers {
 		if rs.Weight > 0 {
@@ -153,9 +157,8 @@ func choices(v *VirtualServer) (avail []int, probs []float64, why []string) {
 		}
 	}
 	if len(avail) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	var turns []int
 	if v.Scheduler == "rr" {
 		turns = rrTurns(v, avail)
 	}
@@ -177,25 +180,7 @@ func choices(v *VirtualServer) (avail []int, probs []float64, why []string) {
 			why = append(why, fmt.Sprintf("scheduler %s: %s; share by weight %d of %d", v.Scheduler, schedulerText(v.Scheduler), rs.Weight, total))
 		}
 	}
-	return avail, probs, why
-}
-
-// Turns gives, for each real server of an rr virtual server that can be chosen, its turn (1 = next), or nil
-// when the state does not tell.
-func (v *VirtualServer) Turns() map[netip.AddrPort]int {
-	avail, _, _ := choices(v)
-	if v.Scheduler != "rr" {
-		return nil
-	}
-	turns := rrTurns(v, avail)
-	if turns == nil {
-		return nil
-	}
-	out := map[netip.AddrPort]int{}
-	for k, i := range avail {
-		out[v.RealServers[i].Addr()] = turns[k]
-	}
-	return out
+	return avail, probs, why, turns
 }
 
 // rrTurns reads round robin's position from the connection counters. The kernel's rr (ip_vs_rr.c) starts at

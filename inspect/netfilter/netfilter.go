@@ -123,6 +123,8 @@ type Walk struct {
 	// reverseNAT, when set, says what undoes the DNAT on the reply instead of conntrack (IPVS's connection
 	// entry).
 	reverseNAT string
+	// turn is the endpoint's place in a round-robin scheduler's order, when the engine knows it.
+	turn int
 	// Translations an existing conntrack entry will apply, at the dstnat and srcnat points of the walk.
 	pendingDst *netip.AddrPort
 	pendingSrc netip.Addr
@@ -225,6 +227,10 @@ func (w *Walk) DNAT(to netip.AddrPort) string {
 	w.dnat = &d
 	return fmt.Sprintf("destination %s -> %s", from, d)
 }
+
+// EndpointTurn records the chosen endpoint's turn in a round-robin order the engine read from the node's
+// state (1: the next new connection goes there).
+func (w *Walk) EndpointTurn(turn int) { w.turn = turn }
 
 // ReverseNATBy says what rewrites the reply's source back to the address the sender used, when that is not
 // conntrack undoing a DNAT (IPVS does it from its own connection entry).
@@ -344,7 +350,7 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		if verdict == trace.Delivered {
 			p.SNAT = w.Pkt.Src.String()
 			if w.dnat != nil {
-				e := &trace.Endpoint{IP: w.dnat.Addr().String(), Port: int(w.dnat.Port())}
+				e := &trace.Endpoint{IP: w.dnat.Addr().String(), Port: int(w.dnat.Port()), Turn: w.turn}
 				if names != nil {
 					e.Pod, e.Node = names(w.dnat.Addr())
 				}

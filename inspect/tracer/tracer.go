@@ -266,36 +266,14 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 		names = s.PodByIP
 	}
 	t.Paths, t.Notes, t.Conntrack = netfilter.Run(rs, &s.Net, flow, origin, names)
-	if s.IPVS != nil {
-		ipvsTurns(s.IPVS, flow, t.Paths)
-	}
+	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
+	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Finish()
 	if t.Service == "" {
 		t.Service = serviceAt(s, flow)
 	}
 	t.Service = qualifyService(s, t.Service, flow)
 	return t, nil
-}
-
-// ipvsTurns marks each endpoint with round robin's turn when the virtual server the packet reaches tells it,
-// and lists the paths in that order (the order the next new connections take).
-func ipvsTurns(st *ipvs.State, flow trace.Flow, paths []trace.Path) {
-	v := st.Find(flow.Proto, flow.Dst, flow.Dport, 0)
-	if v == nil {
-		return
-	}
-	turns := v.Turns()
-	if turns == nil {
-		return
-	}
-	for i := range paths {
-		if e := paths[i].Endpoint; e != nil {
-			if a, err := netip.ParseAddrPort(e.Addr()); err == nil {
-				e.Turn = turns[a]
-			}
-		}
-	}
-	sort.SliceStable(paths, func(i, j int) bool { return turnOf(paths[i]) < turnOf(paths[j]) })
 }
 
 func turnOf(p trace.Path) int {
