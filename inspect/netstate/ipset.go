@@ -77,13 +77,11 @@ type SetPacket struct {
 // hash:ip,port set is the destination address and the destination port). The string describes what was
 // looked up, for the reader.
 func (set *IPSet) Match(dirs string, p SetPacket) (bool, string) {
-	kinds := strings.Split(strings.TrimPrefix(set.Type, "hash:"), ",")
-	if strings.HasPrefix(set.Type, "bitmap:") {
-		kinds = strings.Split(strings.TrimPrefix(set.Type, "bitmap:"), ",")
-	}
+	_, dims, _ := strings.Cut(set.Type, ":") // hash:ip,port → ip,port; bitmap:port → port
+	kinds := strings.Split(dims, ",")
 	sides := strings.Split(dirs, ",")
 	var key []string
-	var dims []func(member string) bool
+	var tests []func(member string) bool
 	for i, kind := range kinds {
 		side := "src"
 		if i < len(sides) {
@@ -96,13 +94,13 @@ func (set *IPSet) Match(dirs string, p SetPacket) (bool, string) {
 		switch kind {
 		case "ip":
 			key = append(key, ip.String())
-			dims = append(dims, func(m string) bool { a, err := netip.ParseAddr(m); return err == nil && a == ip })
+			tests = append(tests, func(m string) bool { a, err := netip.ParseAddr(m); return err == nil && a == ip })
 		case "net":
 			key = append(key, ip.String())
-			dims = append(dims, func(m string) bool { return prefixContains(m, ip) })
+			tests = append(tests, func(m string) bool { return prefixContains(m, ip) })
 		case "port":
 			key = append(key, fmt.Sprintf("%s:%d", p.Proto, port))
-			dims = append(dims, func(m string) bool { return portMember(m, p.Proto, port) })
+			tests = append(tests, func(m string) bool { return portMember(m, p.Proto, port) })
 		default:
 			return false, fmt.Sprintf("ipset type %s is not evaluated", set.Type)
 		}
@@ -110,12 +108,12 @@ func (set *IPSet) Match(dirs string, p SetPacket) (bool, string) {
 	what := strings.Join(key, ",")
 	for _, m := range set.Members {
 		parts := strings.Split(m, ",")
-		if len(parts) != len(dims) {
+		if len(parts) != len(tests) {
 			continue
 		}
 		ok := true
-		for i, dim := range dims {
-			if !dim(parts[i]) {
+		for i, test := range tests {
+			if !test(parts[i]) {
 				ok = false
 				break
 			}
