@@ -102,8 +102,9 @@ func collectIPVS(s *Snapshot, missing func(string, error)) {
 	}
 }
 
-// collectIPSets reads the ipsets with `ipset save`. A node without the ipset tool has none that kube-proxy
-// made (its IPVS mode needs the tool), so only a failing ipset is missing.
+// collectIPSets reads the ipsets with `ipset save`. Without the tool (kind's node image lacks it, though
+// kube-proxy's pod has its own) the sets go unread and the walk says it assumes each --match-set matches; only
+// a failing ipset is listed as missing.
 func collectIPSets(ctx context.Context, missing func(string, error)) []netstate.IPSet {
 	if _, err := exec.LookPath("ipset"); err != nil {
 		return nil
