@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // State is a node's IPVS table: what `ipvsadm -Ln --stats` and `ipvsadm -Lnc` show, read over netlink and
@@ -256,4 +257,31 @@ func ParseList(text string) (*State, error) {
 // IsList says whether text looks like `ipvsadm -Ln` output.
 func IsList(text string) bool {
 	return strings.HasPrefix(strings.TrimSpace(text), "IP Virtual Server version")
+}
+
+// EstimatorPeriod is how often the kernel folds its per-CPU IPVS counters into the ones netlink reports
+// (ip_vs_est.c): a connection scheduled less than this long ago may be missing from Connections.
+const EstimatorPeriod = 2 * time.Second
+
+// SameCounters says whether two reads of a node's IPVS table show the same connection counters on every virtual
+// and real server. Two reads an estimator period apart that agree show every connection made before the first.
+func SameCounters(a, b *State) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.Services) != len(b.Services) {
+		return false
+	}
+	for i := range a.Services {
+		va, vb := &a.Services[i], &b.Services[i]
+		if va.Name() != vb.Name() || va.Connections != vb.Connections || len(va.RealServers) != len(vb.RealServers) {
+			return false
+		}
+		for j := range va.RealServers {
+			if va.RealServers[j].Addr() != vb.RealServers[j].Addr() || va.RealServers[j].Connections != vb.RealServers[j].Connections {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/trace"
 )
@@ -29,13 +30,25 @@ func eventKey(e trace.KernelEvent) string {
 	return e.Table + "|" + e.Chain + "|" + text
 }
 
-// kernelVisible are the hops the kernel reports: rules that matched (they end with a verdict, "continue"
-// included) and policies. Rules that did not match leave no event.
+// kernelVisible are the hops the kernel's rule trace reports: rules that matched (they end with a verdict,
+// "continue" included) and policies. Rules that did not match leave no event, nor does IPVS, which is not a
+// rule table (its choice is compared with its connection entry instead).
 func kernelVisible(p trace.Path) []trace.Hop {
 	var out []trace.Hop
 	for _, h := range p.Hops {
-		if h.Matched {
+		if h.Matched && h.Table != ipvs.Table {
 			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// ruleEvents are the kernel's rule trace events, without the IPVS entry a verification adds.
+func ruleEvents(events []trace.KernelEvent) []trace.KernelEvent {
+	var out []trace.KernelEvent
+	for _, e := range events {
+		if e.Table != ipvs.Table {
+			out = append(out, e)
 		}
 	}
 	return out

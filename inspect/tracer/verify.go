@@ -41,7 +41,7 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req Request)
 			return v, err
 		}
 		bindFailed := strings.Contains(v.Connection.Error, "address already in use")
-		missedByMonitor := v.Connection.Answered && len(v.Kernel) == 0 && v.Prediction.Dataplane != string(lab.EBPF)
+		missedByMonitor := v.Connection.Answered && len(ruleEvents(v.Kernel)) == 0 && v.Prediction.Dataplane != string(lab.EBPF)
 		if !bindFailed && !missedByMonitor {
 			return v, nil
 		}
@@ -61,6 +61,12 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	if err != nil {
 		return nil, err
 	}
+	turnsCurrent := false
+	if snap.IPVS != nil {
+		if snap, turnsCurrent, err = settleIPVS(ctx, p, name, node, snap); err != nil {
+			return nil, err
+		}
+	}
 	var source string
 	req, source, err = verifySource(req, name, node)
 	if err != nil {
@@ -79,8 +85,9 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	if pred.Packet.From != "node" {
 		kf.Src = flow.Src
 	}
+	// IPVS nodes keep their rules in iptables too.
 	engine := "nftables"
-	if pred.Dataplane == "iptables" {
+	if pred.Dataplane == string(lab.IPTables) || pred.Dataplane == string(lab.IPVS) {
 		engine = "iptables"
 	}
 	exe, err := p.ToolPath(ctx, name, node)
@@ -155,7 +162,15 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	} else {
 		events = kerneltrace.ParseNft(lines, kf)
 	}
-	return Compare(pred, events, conn), nil
+	v = Compare(pred, events, conn)
+	if pred.Dataplane == string(lab.IPVS) {
+		after, err := Snapshot(ctx, p, name, node)
+		if err != nil {
+			return nil, err
+		}
+		compareIPVS(v, after, flow, turnsCurrent)
+	}
+	return v, nil
 }
 
 // verifySource picks a fresh source port for the real connection and says where it starts: the lab's client,

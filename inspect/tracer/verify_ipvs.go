@@ -1,0 +1,127 @@
+package tracer
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// IPVS schedules in its own netfilter hooks, which the kernel's rule trace does not report. The rules around it
+// are compared with the trace events as on an iptables node; its choice is compared with the connection entry
+// IPVS made for the flow (/proc/net/ip_vs_conn: client, virtual address, real server), its own record of the
+// choice, as Cilium's conntrack entry is for ebpf.
+
+// settleIPVS returns a snapshot whose IPVS counters are current, and whether it found one. The counters round
+// robin's turn is read from are refreshed every ipvs.EstimatorPeriod, so a snapshot taken just after another
+// connection (nodeport's reachability check, an earlier --verify) would put the turn one server off; two reads
+// an estimator period apart that agree show every connection made before the first. A lab that never goes
+// quiet for that long gives up after a few tries: the turn is then not checked.
+func settleIPVS(ctx context.Context, p lab.Provider, name, node string, snap *snapshot.Snapshot) (*snapshot.Snapshot, bool, error) {
+	for range 4 {
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(ipvs.EstimatorPeriod + 200*time.Millisecond):
+		}
+		next, err := Snapshot(ctx, p, name, node)
+		if err != nil {
+			return nil, false, err
+		}
+		if ipvs.SameCounters(snap.IPVS, next.IPVS) {
+			return next, true, nil
+		}
+		snap = next
+	}
+	return snap, false, nil
+}
+
+// compareIPVS adds IPVS's record of the flow to a verification of the rules: the entry must name the real server
+// of the path the connection took, and, when the prediction gave round robin's turn from current counters, the
+// server it said was next.
+func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flow, turnsCurrent bool) {
+	defer func() {
+		if len(v.Reasons) > 0 {
+			v.Result = "disagree"
+		}
+	}()
+	pred := v.Prediction
+	virtual := netip.AddrPortFrom(flow.Dst, flow.Dport)
+	var entry *ipvs.Connection
+	if after.IPVS != nil {
+		for i := range after.IPVS.Connections {
+			c := &after.IPVS.Connections[i]
+			// The client's port is the one the connection was made from; its address is the one the node
+			// chose for it, which the prediction also says.
+			if strings.EqualFold(c.Protocol, flow.Proto) && c.Virtual == virtual && c.Client.Port() == flow.Sport {
+				entry = c
+			}
+		}
+	}
+	scheduled := -1 // the path IPVS's entry points to
+	for i, p := range pred.Paths {
+		if entry != nil && p.Endpoint != nil && p.Endpoint.Addr() == entry.Dest.String() {
+			scheduled = i
+		}
+	}
+	viaIPVS := false
+	for _, p := range pred.Paths {
+		for _, h := range p.Hops {
+			viaIPVS = viaIPVS || h.Table == ipvs.Table && h.Matched && h.Verdict != ""
+		}
+	}
+	predicted := func(p trace.Path) string {
+		if p.Endpoint == nil {
+			return p.Verdict
+		}
+		s := fmt.Sprintf("ipvs -> %s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
+		if p.Endpoint.Turn > 0 {
+			s += fmt.Sprintf(" turn %d", p.Endpoint.Turn)
+		}
+		return s
+	}
+	switch {
+	case entry == nil && !viaIPVS:
+		v.Rows = append(v.Rows, trace.Row{Predicted: "no IPVS virtual server", Kernel: "(no IPVS connection entry)", Agree: true})
+		return
+	case entry == nil:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS made no connection entry for %s:%d -> %s", flow.Src, flow.Sport, virtual))
+		v.Rows = append(v.Rows, trace.Row{Predicted: "an IPVS real server", Kernel: "(no IPVS connection entry)"})
+		return
+	}
+	ev := trace.KernelEvent{Table: ipvs.Table, Chain: "ip_vs_conn", Kind: "entry",
+		Text:    fmt.Sprintf("%s %s -> %s -> %s %s", entry.Protocol, entry.Client, entry.Virtual, entry.Dest, entry.State),
+		Verdict: "real server " + entry.Dest.String()}
+	v.Kernel = append(v.Kernel, ev)
+	row := trace.Row{Kernel: ev.Text}
+	if v.Path >= 0 {
+		row.Predicted = predicted(pred.Paths[v.Path])
+	}
+	row.Agree = scheduled >= 0 && scheduled == v.Path
+	v.Rows = append(v.Rows, row)
+	switch {
+	case scheduled < 0:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS chose %s, which no predicted path reaches", entry.Dest))
+	case scheduled != v.Path:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS's entry names %s but the connection took the path to %s", entry.Dest, pred.Paths[v.Path].Endpoint.Addr()))
+	}
+	if !turnsCurrent {
+		return
+	}
+	for _, p := range pred.Paths {
+		if p.Endpoint != nil && p.Endpoint.Turn == 1 {
+			next := trace.Row{Predicted: "round robin's next: " + p.Endpoint.Addr(), Kernel: "chosen: " + entry.Dest.String(),
+				Agree: p.Endpoint.Addr() == entry.Dest.String()}
+			v.Rows = append(v.Rows, next)
+			if !next.Agree {
+				v.Reasons = append(v.Reasons, fmt.Sprintf("the trace said round robin's next real server is %s; IPVS chose %s", p.Endpoint.Addr(), entry.Dest))
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package tracer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/trace"
+)
+
+// The IPVS part of --verify on the snapshots TestGuestNodePort captured in the IPVS test VM
+// (dataplanes/ipvs/testdata: the node before six connections from 172.18.0.1 ports 40001-40006, and after). The
+// kernel sent them to .4, .3, .2, .4, .3, .2; the prediction from the first snapshot says .4 is next.
+func TestCompareIPVS(t *testing.T) {
+	before, after := vmSnapshot(t, "vm-snapshot.json"), vmSnapshot(t, "vm-snapshot-after.json")
+	cases := []struct {
+		name     string
+		sport    uint16
+		pod      string // the pod that answered
+		current  bool   // the counters were read settled
+		reason   string // "" for agree
+		kernelTo string
+	}{
+		{"first connection, to the server the trace said is next", 40001, "web-c", true, "", "10.244.0.4:8080"},
+		{"second connection, measured against the first one's prediction", 40002, "web-b", true,
+			"the trace said round robin's next real server is 10.244.0.4:8080; IPVS chose 10.244.0.3:8080", "10.244.0.3:8080"},
+		{"the same, counters not known to be current: the turn is not checked", 40002, "web-b", false, "", "10.244.0.3:8080"},
+		{"the entry and the answering pod differ", 40003, "web-c", true, "IPVS's entry names 10.244.0.2:8080 but the connection took the path to 10.244.0.4:8080", "10.244.0.2:8080"},
+		{"no entry for the flow", 40999, "web-c", true, "IPVS made no connection entry for 172.18.0.1:40999 -> 172.18.0.2:30080", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pred, err := Trace(before, Request{Dst: "172.18.0.2:30080", Sport: c.sport})
+			if err != nil {
+				t.Fatal(err)
+			}
+			flow, _ := pred.Packet.ParseFlow()
+			// The rule trace the kernel would report for every path (they share their rules), so that only
+			// IPVS's part can disagree.
+			var events []trace.KernelEvent
+			for _, h := range kernelVisible(pred.Paths[0]) {
+				e := trace.KernelEvent{Table: h.Table, Chain: h.Chain, Kind: "rule", Text: h.Text}
+				if h.Rule == 0 {
+					e.Kind, e.Verdict = "policy", strings.TrimPrefix(h.Verdict, "policy ")
+				}
+				events = append(events, e)
+			}
+			v := Compare(pred, events, trace.Connection{Answered: true, Pod: c.pod, Client: "10.244.0.1:51234"})
+			if v.Result != "agree" {
+				t.Fatalf("the rules alone: %s %v", v.Result, v.Reasons)
+			}
+			compareIPVS(v, after, flow, c.current)
+			want := "agree"
+			if c.reason != "" {
+				want = "disagree"
+			}
+			if v.Result != want || c.reason != "" && !contains(v.Reasons, c.reason) {
+				t.Fatalf("result %s, reasons %q; want %s with %q", v.Result, v.Reasons, want, c.reason)
+			}
+			if c.kernelTo != "" && (len(ruleEvents(v.Kernel)) != len(v.Kernel)-1 || v.Kernel[len(v.Kernel)-1].Verdict != "real server "+c.kernelTo) {
+				t.Fatalf("kernel events %+v: want the IPVS entry to %s last", v.Kernel, c.kernelTo)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func vmSnapshot(t *testing.T, name string) *snapshot.Snapshot {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "dataplanes", "ipvs", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s snapshot.Snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
