@@ -26,6 +26,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
@@ -47,24 +48,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// modules the guest loads: IPVS with the schedulers kube-proxy offers, conntrack and NAT, ipsets of the types
-// kube-proxy makes, iptables-nft's nf_tables and xt modules, and the links of the topology.
-var guestModules = []string{
-	"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack", "nf_nat", "nf_conntrack_netlink",
-	"ip_set", "ip_set_hash_ip", "ip_set_hash_ipport", "ip_set_hash_ipportip", "ip_set_hash_ipportnet",
-	"ip_set_hash_net", "ip_set_bitmap_port", "xt_set",
-	"nf_tables", "nft_compat", "nft_chain_nat", "nft_ct", "xt_comment", "xt_mark", "xt_addrtype",
-	"xt_conntrack", "xt_MASQUERADE", "xt_nat", "xt_multiport", "xt_tcpudp", "xt_physdev", "xt_statistic",
-	"xt_recent", "xt_nfacct", "nf_reject_ipv4", "ipt_REJECT", "nft_reject_ipv4", "nft_masq", "nft_nat",
-	"veth", "dummy", "bridge",
-}
-
-// guestBinaries are the programs the proxier and the collector run.
-var guestBinaries = []string{
-	"iptables", "iptables-save", "iptables-restore", "iptables-nft", "iptables-nft-save", "iptables-nft-restore",
-	"ip6tables", "ip6tables-save", "ip6tables-restore", "ipset", "ipvsadm", "ip", "nft", "conntrack",
-}
-
 func TestIPVSInVM(t *testing.T) {
 	if vmtest.InGuest() {
 		t.Skip("the VM does not boot itself")
@@ -73,7 +56,7 @@ func TestIPVSInVM(t *testing.T) {
 	if *capture {
 		args = append(args, "-ipvs.capture")
 	}
-	took := vmtest.Boot(t, vmtest.Options{Modules: guestModules, Binaries: guestBinaries, Args: args})
+	took := vmtest.Boot(t, vmtest.Options{Modules: vmtest.NodeModules, Binaries: vmtest.NodeTools, Args: args})
 	t.Logf("IPVS VM: boot, tests and power-off took %s", took.Round(time.Millisecond))
 }
 
@@ -263,6 +246,29 @@ func TestGuestNodePort(t *testing.T) {
 	must(t, err)
 	if first == "" || pod != first {
 		t.Errorf("after 6 connections the trace says %q is next; the kernel sent the 7th to %s", first, pod)
+	}
+
+	// The rules around IPVS, as the kernel's own trace reports them for one more connection, are the rules the
+	// prediction walks (what `trace --verify` compares on a lab node).
+	const sport = 40200
+	traced := collect(t)
+	pred, err := tracer.Trace(traced, tracer.Request{Dst: dst, Src: fmt.Sprintf("%s:%d", clientIP, sport)})
+	must(t, err)
+	flow := kerneltrace.Flow{Src: netip.MustParseAddr(clientIP), Dst: netip.MustParseAddr(nodeIP), Sport: sport, Dport: nodePort, Proto: "tcp"}
+	session, err := kerneltrace.Start(ctx, "iptables", flow)
+	must(t, err)
+	var seen string
+	inNamespace(t, client, func() { pod, seen, err = podserver.Get(ctx, dst, sport) })
+	lines, stopErr := session.Stop()
+	must(t, err)
+	must(t, stopErr)
+	if *capture {
+		fmt.Printf("=== capture xtables-monitor-trace.txt\n%s\n=== end\n", strings.Join(lines, "\n"))
+		fmt.Printf("=== capture snapshot-traced.json\n%s\n=== end\n", jsonOf(traced))
+	}
+	v := tracer.Compare(pred, kerneltrace.ParseXtables(lines, flow), trace.Connection{Answered: true, Pod: strings.TrimPrefix(pod, "default/"), Client: seen})
+	if v.Result != "agree" {
+		t.Errorf("the kernel's trace of the connection from port %d disagrees with the prediction: %v\n%s", sport, v.Reasons, jsonOf(v.Rows))
 	}
 }
 

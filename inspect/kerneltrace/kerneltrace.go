@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,7 +278,9 @@ func ParseXtables(lines []string, f Flow) []trace.KernelEvent {
 	for _, l := range lines {
 		if strings.HasPrefix(l, "PACKET:") {
 			lastPacket = l
-			syn = strings.Contains(l, " SYN ") && !strings.Contains(l, " ACK ")
+			// Flags are words of their own; the last one ends the line, with or without a trailing space.
+			flags := strings.Fields(l)
+			syn = slices.Contains(flags, "SYN") && !slices.Contains(flags, "ACK")
 			continue
 		}
 		m := xtTrace.FindStringSubmatch(l)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/trace"
 )
@@ -41,7 +42,7 @@ func TestCompareIPVS(t *testing.T) {
 			// The rule trace the kernel would report for every path (they share their rules), so that only
 			// IPVS's part can disagree.
 			var events []trace.KernelEvent
-			for _, h := range kernelVisible(pred.Paths[0]) {
+			for _, h := range kernelVisible(pred.Paths[0], false) {
 				e := trace.KernelEvent{Table: h.Table, Chain: h.Chain, Kind: "rule", Text: h.Text}
 				if h.Rule == 0 {
 					e.Kind, e.Verdict = "policy", strings.TrimPrefix(h.Verdict, "policy ")
@@ -64,6 +65,44 @@ func TestCompareIPVS(t *testing.T) {
 				t.Fatalf("kernel events %+v: want the IPVS entry to %s last", v.Kernel, c.kernelTo)
 			}
 		})
+	}
+}
+
+// The rules around IPVS against the kernel's own trace of a connection in the IPVS test VM (TestGuestNodePort:
+// xtables-monitor --trace on Debian's 6.1 kernel, which reports chain exits as "return" events, and the
+// node's snapshot just before; the connection from 172.18.0.1:40200 went to 10.244.0.3, pod web-b).
+func TestCompareIPVSRulesWithVMTrace(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "dataplanes", "ipvs", "testdata", "vm-xtables-monitor-trace.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, err := Trace(vmSnapshot(t, "vm-snapshot-traced.json"), Request{Dst: "172.18.0.2:30080", Src: "172.18.0.1:40200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow, _ := pred.Packet.ParseFlow()
+	flow.Proto = "tcp"
+	events := kerneltrace.ParseXtables(strings.Split(string(data), "\n"), kerneltrace.Flow{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: "tcp"})
+	if _, returns := withoutReturns(events); !returns {
+		t.Fatalf("a 6.1 kernel's trace without return events: %+v", events)
+	}
+	v := Compare(pred, events, trace.Connection{Answered: true, Pod: "web-b", Client: "10.244.0.1:40200"})
+	if v.Result != "agree" || pred.Paths[v.Path].Endpoint.IP != "10.244.0.3" {
+		t.Fatalf("%s %v\n%+v", v.Result, v.Reasons, v.Rows)
+	}
+	// The rules the kernel reported for the SYN, in order: PREROUTING's jumps to the NodePort mark, INPUT's
+	// filters, then (IPVS having sent the packet on itself) OUTPUT's filter and POSTROUTING's masquerade.
+	var got []string
+	for _, r := range v.Rows {
+		got = append(got, r.Kernel)
+	}
+	want := []string{"nat/PREROUTING JUMP:KUBE-SERVICES", "nat/KUBE-SERVICES JUMP:KUBE-NODE-PORT", "nat/KUBE-NODE-PORT JUMP:KUBE-MARK-MASQ",
+		"nat/KUBE-MARK-MASQ CONTINUE", "nat/PREROUTING policy accept", "filter/INPUT JUMP:KUBE-IPVS-FILTER",
+		"filter/INPUT JUMP:KUBE-PROXY-FIREWALL", "filter/INPUT JUMP:KUBE-NODE-PORT", "filter/INPUT policy accept",
+		"filter/OUTPUT JUMP:KUBE-IPVS-OUT-FILTER", "filter/OUTPUT policy accept", "nat/POSTROUTING JUMP:KUBE-POSTROUTING",
+		"nat/KUBE-POSTROUTING CONTINUE", "nat/KUBE-POSTROUTING ACCEPT"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("kernel rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
