@@ -3,12 +3,16 @@ package tracer_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/inspect/trace"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
@@ -84,12 +88,23 @@ func podOn(t *testing.T, name, node string) string {
 }
 
 func TestTraceAgreesWithKernel(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables, lab.IPVS} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			if d == lab.IPVS {
+				if err := ipvs.CheckKernel(); err != nil {
+					t.Skipf("%v: TestTraceAgreesWithKernelInVM runs this case in the IPVS test VM", err)
+				}
+				e2etest.NeedRoot(t, "ipset", "xtables-monitor")
+			}
 			testAgreement(t, d)
 		})
 	}
+}
+
+// The ipvs case of TestTraceAgreesWithKernel, on a kernel that has IPVS: Debian's, under QEMU.
+func TestTraceAgreesWithKernelInVM(t *testing.T) {
+	e2etest.InVM(t, "^TestTraceAgreesWithKernel$/^ipvs$")
 }
 
 func testAgreement(t *testing.T, d lab.Dataplane) {
@@ -113,6 +128,11 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 		}
 	})
 	t.Run("snapshot-offline", func(t *testing.T) {
+		if d == lab.IPVS {
+			// The connections just made reach IPVS's counters, and round robin's turn with them, only when the
+			// kernel's estimator next runs: the snapshot and the live trace below must not straddle that.
+			time.Sleep(ipvs.EstimatorPeriod + 500*time.Millisecond)
+		}
 		// A saved snapshot traces exactly like the live node, and holds each engine's rules once.
 		file := filepath.Join(t.TempDir(), "worker.json")
 		e2etest.MustK8sguide(t, "snapshot", "--name", name, "--node", worker, "-o", file)
@@ -124,15 +144,23 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 			Iptables        map[string]string `json:"iptables"`
 			NftablesText    string            `json:"nftablesText"`
 			NftablesOmitted []string          `json:"nftablesOmitted"`
+			IPVS            *ipvs.State       `json:"ipvs"`
 		}
 		if err := json.Unmarshal(data, &snap); err != nil {
 			t.Fatal(err)
 		}
-		if d == lab.NFTables {
+		switch d {
+		case lab.IPVS:
+			// The NodePort's virtual server on the worker's address, and kube-proxy's ipvs-mode rules.
+			if snap.IPVS == nil || snap.IPVS.Find("tcp", netip.MustParseAddr(nodeIP(t, name, worker)), uint16(mustAtoi(t, np)), 0) == nil ||
+				!strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT") {
+				t.Errorf("ipvs node: no virtual server for the NodePort, or no KUBE-NODE-PORT jump: ipvs %+v", snap.IPVS)
+			}
+		case lab.NFTables:
 			if !strings.Contains(snap.NftablesText, "table ip kube-proxy {") || len(snap.NftablesOmitted) != 0 {
 				t.Errorf("nftables node: snapshot lacks the kube-proxy table or omits %v", snap.NftablesOmitted)
 			}
-		} else {
+		default:
 			if !strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-NODEPORTS") || strings.Contains(snap.NftablesText, "table ip nat") ||
 				!slices.Contains(snap.NftablesOmitted, "ip nat") {
 				t.Errorf("iptables node: iptables rules missing, or iptables-nft's tables listed twice (omitted %v)", snap.NftablesOmitted)
@@ -159,8 +187,10 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 	t.Run("localhost-nodeport", func(t *testing.T) {
 		p := mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", "127.0.0.1:"+np))
 		want := trace.Delivered // iptables mode serves NodePorts on localhost
-		if d == lab.NFTables {
-			want = trace.Local // nftables mode never does: nothing translates it, nothing listens
+		if d == lab.NFTables || d == lab.IPVS {
+			// nftables mode never does, nor ipvs mode (no virtual server on a loopback address: the ipvs
+			// proxier's isValidForSet): nothing translates it, nothing listens.
+			want = trace.Local
 		}
 		if p.Verdict != want {
 			t.Errorf("localhost NodePort in %s mode: %s, want %s", d, p.Verdict, want)
@@ -187,6 +217,8 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 	t.Run("no-endpoints", func(t *testing.T) {
 		e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "0")
 		defer e2etest.MustK8sguide(t, "scale", "--name", name, "--replicas", "3")
+		// iptables and nftables mode reject it with their own rules; in ipvs mode the virtual server stays,
+		// with no real server, and IPVS itself answers with port unreachable (ip_vs_leave).
 		p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
 		if p.Verdict != trace.Rejected {
 			t.Errorf("a Service with no endpoints: %s, want rejected", p.Verdict)
@@ -200,10 +232,15 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 		if p.Verdict != trace.Delivered || p.SNAT != "172.18.0.1" || p.Endpoint == nil || p.Endpoint.Node != worker {
 			t.Errorf("eTP Local with a local endpoint: %s to %+v snat %s; want delivered to a pod on %s, source kept", p.Verdict, p.Endpoint, p.SNAT, worker)
 		}
-		// The control plane has none: the packet is dropped.
+		// The control plane has none: the packet is dropped; in ipvs mode the node's virtual server has no real
+		// server, and IPVS answers with port unreachable.
+		want := trace.Dropped
+		if d == lab.IPVS {
+			want = trace.Rejected
+		}
 		p = mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, nodes[0])+":"+lnp))
-		if p.Verdict != trace.Dropped {
-			t.Errorf("eTP Local without a local endpoint: %s, want dropped", p.Verdict)
+		if p.Verdict != want {
+			t.Errorf("eTP Local without a local endpoint: %s, want %s", p.Verdict, want)
 		}
 	})
 	t.Run("session-affinity", func(t *testing.T) {
@@ -267,4 +304,13 @@ func disagreement(v *trace.Verification) string {
 		fmt.Fprintf(&b, "\n  %-70s %-60s %v", r.Predicted, r.Kernel, r.Agree)
 	}
 	return b.String()
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

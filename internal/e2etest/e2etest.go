@@ -16,8 +16,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/internal/vmtest"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -32,8 +34,12 @@ var (
 )
 
 // Main is TestMain's body: as root it builds the Binary and sets up a private state directory, then runs the
-// tests (which skip themselves when not root).
+// tests (which skip themselves when not root). In the IPVS test VM (internal/vmtest) it is init's job first,
+// and the Binary is the one the host put on the guest's PATH (InVM).
 func Main(m *testing.M) int {
+	if vmtest.InGuest() && os.Getpid() == 1 {
+		vmtest.GuestMain(m) // runs the tests in a child, which comes back here, and never returns
+	}
 	if argv := os.Getenv(measureEnv); argv != "" {
 		return measured(argv)
 	}
@@ -51,6 +57,16 @@ func Main(m *testing.M) int {
 	// The not-root test runs the Binary as nobody, who must be able to reach it.
 	os.Chmod(dir, 0o755)
 	Binary = os.Getenv("K8SGUIDE_BIN")
+	if Binary == "" && vmtest.InGuest() {
+		// Resolved: the lab's processes run it by its real path, which AssertNothingLeft looks for.
+		if Binary, err = exec.LookPath("k8sguide"); err == nil {
+			Binary, err = filepath.EvalSymlinks(Binary)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "the VM holds no k8sguide binary (boot it with InVM):", err)
+			return 1
+		}
+	}
 	if Binary == "" {
 		Binary = filepath.Join(dir, "k8sguide")
 		build := exec.Command("go", "build", "-o", Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
@@ -302,4 +318,25 @@ func measured(spec string) int {
 		return 1
 	}
 	return 0
+}
+
+// InVM runs this test binary's tests that match run (a -test.run pattern) in the IPVS test VM: a kernel with
+// IPVS, where they bring up netns labs with the Binary as on the host. It needs root like the other tests here,
+// and skips, saying why, where the VM cannot boot (no qemu, no kernel package).
+func InVM(t *testing.T, run string) {
+	t.Helper()
+	if vmtest.InGuest() {
+		t.Skip("the VM does not boot itself")
+	}
+	NeedRoot(t)
+	took := vmtest.Boot(t, vmtest.Options{
+		Modules:  vmtest.NodeModules,
+		Binaries: append([]string{Binary}, vmtest.NodeTools...),
+		// The initramfs holds the test binary and k8sguide (about 220 MB), and the lab runs a proxy per
+		// node and a server per pod.
+		Memory:  "2048",
+		Timeout: 20 * time.Minute,
+		Args:    []string{"-test.run=" + run, "-test.v"},
+	})
+	t.Logf("VM: boot, tests and power-off took %s", took.Round(time.Millisecond))
 }

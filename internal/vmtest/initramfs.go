@@ -281,6 +281,19 @@ func (img *image) binary(ctx context.Context, name string) error {
 	if p, err = filepath.Abs(p); err != nil {
 		return err
 	}
+	if under, ok := mountedOver(p); ok {
+		// A program built for the test (a temporary directory) would vanish under the guest's tmpfs: it goes
+		// elsewhere, and the name on PATH leads to it.
+		guest := path.Join(relocated, p)
+		if err := img.hostFile(guest, p); err != nil {
+			return fmt.Errorf("%s (under %s, which the guest mounts over): %w", name, under, err)
+		}
+		if err := img.libsOf(ctx, p); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		img.symlink(path.Join("/usr/sbin", filepath.Base(name)), guest)
+		return nil
+	}
 	if err := img.elfWithLibs(ctx, p); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -289,6 +302,19 @@ func (img *image) binary(ctx context.Context, name string) error {
 		return img.xtablesExtensions(ctx)
 	}
 	return nil
+}
+
+// relocated is where the guest keeps programs whose host path it mounts over.
+const relocated = "/vmtest-host"
+
+// mountedOver reports whether the guest mounts a filesystem over the directory holding host path p, and which.
+func mountedOver(p string) (string, bool) {
+	for _, m := range guestMounts {
+		if p == m.target || strings.HasPrefix(p, m.target+"/") {
+			return m.target, true
+		}
+	}
+	return "", false
 }
 
 // isXtables reports whether a program is one of iptables' family, which dlopens its match and target

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -306,6 +307,34 @@ func TestImageMirrorsSymlinkChains(t *testing.T) {
 	}
 	if e := img.byPath[real]; e == nil || e.src != real || e.mode != 0o755 {
 		t.Errorf("%s: %+v", real, e)
+	}
+}
+
+// A program built for a test sits in a temporary directory, which the guest mounts a tmpfs over: the image keeps
+// it elsewhere, and the name on PATH leads there.
+func TestImageRelocatesProgramsUnderGuestMounts(t *testing.T) {
+	prog := filepath.Join(os.TempDir(), fmt.Sprintf("vmtest-reloc-%d", os.Getpid()), "tool")
+	os.MkdirAll(filepath.Dir(prog), 0o755)
+	defer os.RemoveAll(filepath.Dir(prog))
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mountedOver(prog); !ok {
+		t.Skipf("%s is not under a directory the guest mounts over", prog)
+	}
+	img := newImage()
+	if err := img.binary(t.Context(), prog); err != nil {
+		t.Fatal(err)
+	}
+	guest := path.Join(relocated, prog)
+	if e := img.byPath[guest]; e == nil || e.src != prog {
+		t.Errorf("%s: %+v, want the program", guest, e)
+	}
+	if e := img.byPath[prog]; e != nil {
+		t.Errorf("%s is in the image, where the guest's tmpfs hides it: %+v", prog, e)
+	}
+	if e := img.byPath["/usr/sbin/tool"]; e == nil || e.target != guest {
+		t.Errorf("/usr/sbin/tool: %+v, want a symlink to %s", e, guest)
 	}
 }
 
