@@ -102,21 +102,26 @@ func collectIPVS(s *Snapshot, missing func(string, error)) {
 	}
 }
 
-// collectIPSets reads the ipsets with `ipset save`. Without the tool (kind's node image lacks it, though
-// kube-proxy's pod has its own) the sets go unread and the walk says it assumes each --match-set matches; only
-// a failing ipset is listed as missing.
+// collectIPSets reads the ipsets from the kernel over netlink, which needs no ipset tool (kind's node image has
+// none; kube-proxy's pod has its own). Should that fail, `ipset save` is tried where the tool exists; a set
+// that cannot be read either way is listed as missing, and the walk then says it assumes each --match-set
+// matches.
 func collectIPSets(ctx context.Context, missing func(string, error)) []netstate.IPSet {
-	if _, err := exec.LookPath("ipset"); err != nil {
+	sets, err := netstate.ReadIPSets()
+	if err == nil {
+		return sets
+	}
+	if _, lerr := exec.LookPath("ipset"); lerr != nil {
+		missing("ipsets", err)
 		return nil
 	}
-	out, err := run(ctx, "ipset", "save")
-	if err != nil {
-		missing("ipset save", err)
-		return nil
+	out, serr := run(ctx, "ipset", "save")
+	if serr == nil {
+		sets, serr = netstate.ParseIPSetSave(out)
 	}
-	sets, err := netstate.ParseIPSetSave(out)
-	if err != nil {
-		missing("ipset save", err)
+	if serr != nil {
+		missing("ipsets", fmt.Errorf("%v; ipset save: %v", err, serr))
+		return nil
 	}
 	return sets
 }
