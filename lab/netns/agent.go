@@ -17,13 +17,31 @@ import (
 	"github.com/k8sguide/k8sguide/lab/state"
 )
 
-// Sync periods are kube-proxy's defaults (--iptables-sync-period / --nftables-sync-period 30s,
-// --*-min-sync-period 1s).
+// Sync periods are kube-proxy's defaults (--iptables-sync-period / --nftables-sync-period / --ipvs-sync-period
+// 30s, --*-min-sync-period 1s).
 const (
 	syncPeriod    = 30 * time.Second
 	minSyncPeriod = 1 * time.Second
 	pollInterval  = 50 * time.Millisecond
 )
+
+// SyncPeriodEnv overrides the periodic full resync of the node proxies (a Go duration), for machines where a
+// sync is slow: under emulation (the IPVS test VM) an ipvs proxier's resync, some 80 runs of ipset and
+// iptables, takes seconds, and three nodes resyncing every 30 s keep the one emulated CPU busy. Changes to the
+// lab are applied at once whatever the period.
+const SyncPeriodEnv = "K8SGUIDE_PROXY_SYNC_PERIOD"
+
+func resyncPeriod() (time.Duration, error) {
+	v := os.Getenv(SyncPeriodEnv)
+	if v == "" {
+		return syncPeriod, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minSyncPeriod {
+		return 0, fmt.Errorf("$%s=%q: want a duration of at least %s", SyncPeriodEnv, v, minSyncPeriod)
+	}
+	return d, nil
+}
 
 // nodeSource hands the health server its Node, which kube-proxy would read from the apiserver.
 type nodeSource struct{ node *v1.Node }
@@ -42,6 +60,10 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 	if !ok {
 		return &lab.NotFoundError{Kind: "node", Name: nodeName}
 	}
+	period, err := resyncPeriod()
+	if err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx).WithValues("node", nodeName)
 	labels := map[string]string{v1.LabelHostname: nodeName, v1.LabelOSStable: "linux"}
 	k8sNode := &v1.Node{}
@@ -51,7 +73,7 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 		NodeIP:            net.ParseIP(node.IP),
 		ClusterCIDR:       lab.PodSubnet,
 		NodePortAddresses: st.Config.NodePortAddresses,
-		SyncPeriod:        syncPeriod,
+		SyncPeriod:        period,
 		MinSyncPeriod:     minSyncPeriod,
 		Health:            healthcheck.NewProxyHealthServer("", 0, nodeSource{k8sNode}),
 		Logger:            logger,

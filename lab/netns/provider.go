@@ -122,6 +122,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err := validateConfig(&cfg); err != nil {
 		return err
 	}
+	if _, err := resyncPeriod(); err != nil {
+		return err // the node proxies would refuse it
+	}
 	if err := CheckHost(cfg.Dataplane); err != nil {
 		return err
 	}
