@@ -149,7 +149,9 @@ func TestGuestNodePort(t *testing.T) {
 	}, map[string]string{v1.LabelHostname: "node"})
 	must(t, err)
 	svcs, slices := services()
+	start := time.Now()
 	proxy.Apply(svcs, slices)
+	t.Logf("the proxier's first sync took %s", time.Since(start).Round(time.Millisecond))
 
 	dst := fmt.Sprintf("%s:%d", nodeIP, nodePort)
 	snap := collect(t)

@@ -88,7 +88,8 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 	}
 	switch {
 	case entry == nil && !viaIPVS:
-		v.Rows = append(v.Rows, trace.Row{Predicted: "no IPVS virtual server", Kernel: "(no IPVS connection entry)", Agree: true})
+		// No virtual server for the packet, or one with no real server to choose (IPVS rejects the packet).
+		v.Rows = append(v.Rows, trace.Row{Predicted: "IPVS chooses no real server", Kernel: "(no IPVS connection entry)", Agree: true})
 		return
 	case entry == nil:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS made no connection entry for %s:%d -> %s", flow.Src, flow.Sport, virtual))
