@@ -152,18 +152,24 @@ func (w *workloads) startPod(ctx context.Context, st *state.Lab, pod *v1.Pod) er
 	for _, port := range ports {
 		argv = append(argv, "--port", strconv.Itoa(port))
 	}
-	if _, err := startDetached(ns, w.p.podLog(w.name, pod.Name), argv); err != nil {
+	pid, err := startDetached(ns, w.p.podLog(w.name, pod.Name), argv)
+	if err != nil {
 		return err
 	}
+	// A server that dies is reported at once; one that is slow to start (an emulated CPU, a loaded machine)
+	// gets a minute.
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ports[0]))
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(podReadyTimeout)
 	for {
 		_, err := httpGet(ctx, node.Name, addr)
 		if err == nil {
 			return nil
 		}
+		if !processAlive(pid) {
+			return fmt.Errorf("its server exited before it was ready: %v; log:\n%s", err, tail(w.p.podLog(w.name, pod.Name), 10))
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after 15s: %v; log:\n%s", err, tail(w.p.podLog(w.name, pod.Name), 10))
+			return fmt.Errorf("not ready after %s: %v; log:\n%s", podReadyTimeout, err, tail(w.p.podLog(w.name, pod.Name), 10))
 		}
 		select {
 		case <-ctx.Done():
@@ -172,6 +178,9 @@ func (w *workloads) startPod(ctx context.Context, st *state.Lab, pod *v1.Pod) er
 		}
 	}
 }
+
+// podReadyTimeout bounds the wait for a pod's server to answer.
+const podReadyTimeout = time.Minute
 
 // containerPorts are the TCP ports the pod's containers declare; a pod that declares none serves 80.
 func containerPorts(pod *v1.Pod) []int {
