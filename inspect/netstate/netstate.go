@@ -44,7 +44,8 @@ type State struct {
 	// its ticks per second; both 0 when unknown.
 	Jiffies uint64 `json:"jiffies,omitempty"`
 	HZ      int    `json:"hz,omitempty"`
-	// IPSets are the node's ipsets (`ipset save`), which iptables rules test with -m set.
+	// IPSets are the node's ipsets (read over netlink, members as `ipset save` prints them), which iptables
+	// rules test with -m set.
 	IPSets []IPSet `json:"ipsets,omitempty"`
 }
 
