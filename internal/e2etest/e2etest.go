@@ -336,10 +336,11 @@ func InVM(t *testing.T, run string) {
 	took := vmtest.Boot(t, vmtest.Options{
 		Modules:  vmtest.NodeModules,
 		Binaries: append([]string{Binary}, vmtest.NodeTools...),
-		// The initramfs holds the test binary and k8sguide (about 220 MB), and the lab runs a proxy per
-		// node and a server per pod.
+		// The initramfs holds the test binary and k8sguide (about 200 MB), and the lab runs a proxy per
+		// node and a server per pod, which a second emulated CPU runs side by side.
 		Memory:  "2048",
-		Timeout: 20 * time.Minute,
+		CPUs:    2,
+		Timeout: 30 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},
 	})
 	t.Logf("VM: boot, tests and power-off took %s", took.Round(time.Millisecond))

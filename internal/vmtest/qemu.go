@@ -17,7 +17,7 @@ import (
 
 const qemuBinary = "qemu-system-x86_64"
 
-// qemuArgs is the VM: one emulated CPU, no devices but the serial console, the kernel and initramfs given
+// qemuArgs is the VM: opts.CPUs emulated CPUs, no devices but the serial console, the kernel and initramfs given
 // directly. "quiet" keeps the kernel's boot messages off the console (TCG writes each byte through an
 // emulated UART); panic=-1 with -no-reboot turns a dying init into qemu exiting instead of a hang;
 // -display none rather than -nographic keeps the firmware's screen output off the serial line;
@@ -32,7 +32,7 @@ func qemuArgs(k *Kernel, opts Options, initrd, nonce string) []string {
 		accel, cpu = "kvm", "host"
 	}
 	return []string{
-		"-accel", accel, "-cpu", cpu, "-smp", "1", "-m", opts.Memory,
+		"-accel", accel, "-cpu", cpu, "-smp", strconv.Itoa(opts.CPUs), "-m", opts.Memory,
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", k.Vmlinuz, "-initrd", initrd,
 		"-append", "console=ttyS0 quiet panic=-1 cryptomgr.notests " + markerEnv + "=" + nonce,

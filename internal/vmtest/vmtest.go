@@ -57,6 +57,9 @@ type Options struct {
 	Binaries []string
 	// Memory is qemu's -m; default "1024". The initramfs is unpacked into it, so it must hold the test binary.
 	Memory string
+	// CPUs is qemu's -smp; default 1. Under TCG each emulated CPU is a host thread (multi-threaded TCG), so a
+	// guest running several busy processes at once (a lab's node proxies) gains from a second one.
+	CPUs int
 	// Timeout bounds the whole VM run; default 5 minutes.
 	Timeout time.Duration
 	// Args are the guest test binary's arguments, e.g. "-test.run=^TestGuest", "-test.v". Unless they set
@@ -137,6 +140,9 @@ func boot(ctx context.Context, k *Kernel, opts Options, logLine func(string)) (t
 func withDefaults(opts Options) Options {
 	if opts.Memory == "" {
 		opts.Memory = "1024"
+	}
+	if opts.CPUs <= 0 {
+		opts.CPUs = 1
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute

@@ -535,7 +535,7 @@ func TestConsoleVerdict(t *testing.T) {
 
 func TestWithDefaults(t *testing.T) {
 	o := withDefaults(Options{Args: []string{"-test.v"}})
-	if o.Memory != "1024" || o.Timeout != 5*time.Minute || o.Args[0] != "-test.timeout=4m30s" {
+	if o.Memory != "1024" || o.CPUs != 1 || o.Timeout != 5*time.Minute || o.Args[0] != "-test.timeout=4m30s" {
 		t.Errorf("defaults: %+v", o)
 	}
 	o = withDefaults(Options{Timeout: 2 * time.Minute, Args: []string{"--test.timeout", "10s"}})
