@@ -594,6 +594,24 @@ func (w *Walk) route() (Verdict, bool) {
 	return Accept, false
 }
 
+// replyBypasses tells whether the endpoint's reply goes around this node: the packet came in on an interface
+// and was translated to an endpoint behind a gateway on that same interface (a pod on another node), still
+// carrying a source this node reaches through that interface too (the source was kept: a NodePort with
+// externalTrafficPolicy Local, which IPVS mode sends to other nodes' pods when this one has none). The gateway,
+// on the same network, reaches the source the same way, and the reply never meets the conntrack or IPVS entry
+// that would undo the DNAT.
+func (w *Walk) replyBypasses() bool {
+	if w.dnat == nil || w.Pkt.FromNode || w.Pkt.Iif == "" || w.Pkt.Iif != w.Pkt.Oif || w.Net.IsLocal(w.Pkt.Src) {
+		return false
+	}
+	toEndpoint, ok := w.Net.Lookup(w.Pkt.Dst)
+	if !ok || !toEndpoint.Gateway.IsValid() {
+		return false
+	}
+	toSource, ok := w.Net.Lookup(w.Pkt.Src)
+	return ok && toSource.Dev == toEndpoint.Dev
+}
+
 // reply describes the way back: conntrack undoes DNAT and SNAT on the endpoint's answer.
 func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 	port := func(p uint16) string {
@@ -620,6 +638,11 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 			how = "MASQUERADE (port PORT' chosen at random with --random-fully)"
 		}
 		undo = append(undo, fmt.Sprintf("the destination back to %s (undoing %s)", r.AsSeenTo, how))
+	}
+	if w.replyBypasses() {
+		r.Bypasses = true
+		r.Text = fmt.Sprintf("the reply %s -> %s does not come back through this node: the endpoint's node has %s on its own network (%s, the network the packet came in on) and sends the reply straight to it, from the pod's address, which nothing translates back; the client drops it and the connection fails", r.From, r.To, w.Pkt.Src, w.Pkt.Oif)
+		return r
 	}
 	if w.dnat != nil && w.reverseNAT != "" {
 		// Conntrack undoes only the masquerade; the DNAT was IPVS's, and so is its undoing.

@@ -89,3 +89,53 @@ func (chooser) BaseChains() []BaseChain {
 		return Accept
 	}}}
 }
+
+// dnatTo is a ruleset that DNATs everything in nat PREROUTING to one endpoint.
+type dnatTo netip.AddrPort
+
+func (d dnatTo) BaseChains() []BaseChain {
+	return []BaseChain{{Hook: Prerouting, Priority: PriorityDstNAT, Table: "nat", Name: "PREROUTING", NAT: true,
+		Run: func(w *Walk) Verdict {
+			h := trace.Hop{Table: "nat", Chain: "PREROUTING", Rule: 1, Text: "dnat", Matched: true}
+			h.Changes = append(h.Changes, w.DNAT(netip.AddrPort(d)))
+			w.Add(h)
+			return Accept
+		}}}
+}
+
+// A client on the node network whose packet, source kept, goes to a pod on another node of that network gets
+// its reply from that node directly, untranslated (IPVS mode's externalTrafficPolicy Local on a node without
+// local endpoints); to a pod on this node, or to a source on another network, the reply comes back.
+func TestReplyBypassesTheNode(t *testing.T) {
+	// The lab's control plane (ip route in the node): the node network on eth0, the workers' pod CIDRs via
+	// their nodes, its own pods on cni0.
+	n := netstate.FromLocalAddresses([]netip.Addr{netip.MustParseAddr("172.18.0.2")})
+	n.Routes = append(n.Routes,
+		netstate.Route{Dst: netip.MustParsePrefix("172.18.0.0/16"), Dev: "eth0", PrefSrc: netip.MustParseAddr("172.18.0.2")},
+		netstate.Route{Dst: netip.MustParsePrefix("10.244.0.0/24"), Dev: "cni0", PrefSrc: netip.MustParseAddr("10.244.0.1")},
+		netstate.Route{Dst: netip.MustParsePrefix("10.244.2.0/24"), Dev: "eth0", Gateway: netip.MustParseAddr("172.18.0.4")})
+	n.Routes[1].Gateway = netip.MustParseAddr("172.18.0.1") // default via the client
+	for _, c := range []struct {
+		src, endpoint string
+		bypasses      bool
+	}{
+		{"172.18.0.1", "10.244.2.2:80", true},  // client on eth0's network, pod behind 172.18.0.4 on eth0
+		{"172.18.0.1", "10.244.0.5:80", false}, // the pod is on this node
+		{"10.1.2.3", "10.244.2.2:80", true},    // beyond the default gateway on eth0, which the pod's node uses too
+	} {
+		flow := trace.Flow{Src: netip.MustParseAddr(c.src), Dst: netip.MustParseAddr("172.18.0.2"), Sport: 40000, Dport: 31000, Proto: "tcp"}
+		paths, _, _ := Run([]Ruleset{dnatTo(netip.MustParseAddrPort(c.endpoint))}, &n, flow, Origin{Iif: "eth0"}, nil)
+		if len(paths) != 1 || paths[0].Reply == nil {
+			t.Fatalf("%s -> %s: %+v", c.src, c.endpoint, paths)
+		}
+		if r := paths[0].Reply; r.Bypasses != c.bypasses {
+			t.Errorf("%s -> %s: bypasses %v, want %v (%s)", c.src, c.endpoint, r.Bypasses, c.bypasses, r.Text)
+		}
+	}
+	// A pod of this node (in on cni0) to a pod on another node: the reply comes back to this node's pod CIDR.
+	flow := trace.Flow{Src: netip.MustParseAddr("10.244.0.5"), Dst: netip.MustParseAddr("172.18.0.2"), Sport: 40000, Dport: 31000, Proto: "tcp"}
+	paths, _, _ := Run([]Ruleset{dnatTo(netip.MustParseAddrPort("10.244.2.2:80"))}, &n, flow, Origin{Iif: "cni0"}, nil)
+	if len(paths) != 1 || paths[0].Reply == nil || paths[0].Reply.Bypasses {
+		t.Errorf("from a pod of this node: %+v", paths)
+	}
+}

@@ -93,7 +93,11 @@ func verdictLine(t *trace.Trace) string {
 		if len(t.Endpoints) == 0 {
 			return "delivered (forwarded without translation)"
 		}
-		return fmt.Sprintf("delivered to one of %d endpoint(s)", len(t.Endpoints))
+		line := fmt.Sprintf("delivered to one of %d endpoint(s)", len(t.Endpoints))
+		if r := firstReply(t); r != nil && r.Bypasses {
+			line += ", but the reply bypasses this node: the connection fails (see Reply)"
+		}
+		return line
 	case trace.Local:
 		return "local: no rule translated it; the node's own socket (if any) answers"
 	case trace.Rejected, trace.Dropped:

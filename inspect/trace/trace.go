@@ -128,6 +128,10 @@ type Reply struct {
 	AsSeenFrom string `json:"asSeenFrom"`
 	AsSeenTo   string `json:"asSeenTo"`
 	Text       string `json:"text"`
+	// Bypasses is set when the reply cannot come back through this node: the endpoint's node has the
+	// (untranslated) client on its own network and answers it directly, from the pod's address, which
+	// nothing translates back. The client drops that answer, and the connection fails.
+	Bypasses bool `json:"bypasses,omitempty"`
 }
 
 // Conntrack is an existing conntrack entry that decides an established flow.

@@ -151,6 +151,12 @@ func answeredBy(p trace.Path, c trace.Connection) bool {
 func outcomeMismatch(p trace.Path, c trace.Connection) string {
 	switch p.Verdict {
 	case trace.Delivered:
+		if p.Reply != nil && p.Reply.Bypasses {
+			if c.Answered {
+				return fmt.Sprintf("the path says the reply bypasses the node and the connection fails, but %s answered", c.Pod)
+			}
+			return ""
+		}
 		if !c.Answered {
 			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
 		}
