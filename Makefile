@@ -92,7 +92,7 @@ node-ip-3:
 
 # Unit tests everywhere; the end-to-end tests on real namespaces need root and skip without it.
 test:
-	go test -count=1 -timeout 30m ./...
+	go test -count=1 -timeout 60m ./...
 
 # Figures, not pass/fail: up time, deploy+nodeport time, one proxier sync at 1,000 Services, and snapshot+trace
 # against iptables-save / nft list at 5,000 NodePort Services (time ratio and peak memory).

@@ -102,11 +102,6 @@ func TestTraceAgreesWithKernel(t *testing.T) {
 	}
 }
 
-// The ipvs case of TestTraceAgreesWithKernel, on a kernel that has IPVS: Debian's, under QEMU.
-func TestTraceAgreesWithKernelInVM(t *testing.T) {
-	e2etest.InVM(t, "^TestTraceAgreesWithKernel$/^ipvs$")
-}
-
 func testAgreement(t *testing.T, d lab.Dataplane) {
 	name := "trc-" + string(d)[:3]
 	e2etest.UpLab(t, name, "--dataplane", string(d))
