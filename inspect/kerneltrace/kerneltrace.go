@@ -40,7 +40,9 @@ func TableName(f Flow) string { return fmt.Sprintf("%s-%d", TablePrefix, f.Sport
 
 // Ruleset is the nft script that creates the tracing table: trace the flow where packets enter
 // (prerouting) and where the node makes them (output), before conntrack and everything else; and a
-// marker rule the session uses to know the monitor is listening.
+// marker rule the session uses to know the monitor is listening. A marker is traced in the table's own chains
+// only: it would otherwise report every chain of the node's output path, and a slow monitor (an emulated CPU)
+// fed markers faster than it prints them overflows its socket (ENOBUFS) and exits.
 func Ruleset(f Flow) string {
 	match := fmt.Sprintf("ip daddr %s %s sport %d %s dport %d", f.Dst, f.Proto, f.Sport, f.Proto, f.Dport)
 	if f.Src.IsValid() {
@@ -48,14 +50,17 @@ func Ruleset(f Flow) string {
 	}
 	return fmt.Sprintf(`table ip %[1]s {
 	chain pre { type filter hook prerouting priority raw - 5; %[2]s meta nftrace set 1; }
-	chain out { type filter hook output priority raw - 5; %[2]s meta nftrace set 1; }
-	chain ready { type filter hook output priority raw - 6; ip daddr 127.0.0.9 udp dport %[3]d meta nftrace set 1; }
+	chain out { type filter hook output priority raw - 5; %[4]s meta nftrace set 0; %[2]s meta nftrace set 1; }
+	chain ready { type filter hook output priority raw - 6; %[4]s meta nftrace set 1; }
 }
-`, TableName(f), match, markerPort)
+`, TableName(f), match, markerPort, markerMatch)
 }
 
 // markerPort is where marker packets go (127.0.0.9, the discard port).
-const markerPort = 9
+const (
+	markerPort  = 9
+	markerMatch = "ip daddr 127.0.0.9 udp dport 9"
+)
 
 // Session is a running trace inside a node.
 type Session struct {
@@ -152,7 +157,7 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 		case <-ctx.Done():
 			s.Stop()
 			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
