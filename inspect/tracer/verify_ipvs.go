@@ -100,18 +100,21 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 		Text:    fmt.Sprintf("%s %s -> %s -> %s %s", entry.Protocol, entry.Client, entry.Virtual, entry.Dest, entry.State),
 		Verdict: "real server " + entry.Dest.String()}
 	v.Kernel = append(v.Kernel, ev)
-	row := trace.Row{Kernel: ev.Text}
-	if v.Path >= 0 {
-		row.Predicted = predicted(pred.Paths[v.Path])
-	}
-	row.Agree = scheduled >= 0 && scheduled == v.Path
-	v.Rows = append(v.Rows, row)
+	// The paths through IPVS share their rules, so the rules alone did not pick v.Path: the answering pod did,
+	// or nothing when the connection was not answered. The entry says which it was.
 	switch {
 	case scheduled < 0:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS chose %s, which no predicted path reaches", entry.Dest))
-	case scheduled != v.Path:
-		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS's entry names %s but the connection took the path to %s", entry.Dest, pred.Paths[v.Path].Endpoint.Addr()))
+	case v.Connection.Answered && scheduled != v.Path:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("IPVS's entry names %s but %s answered", entry.Dest, v.Connection.Pod))
+	default:
+		v.Path = scheduled
 	}
+	row := trace.Row{Kernel: ev.Text, Agree: scheduled >= 0 && scheduled == v.Path}
+	if v.Path >= 0 {
+		row.Predicted = predicted(pred.Paths[v.Path])
+	}
+	v.Rows = append(v.Rows, row)
 	if !turnsCurrent {
 		return
 	}
