@@ -58,7 +58,7 @@ func Main(m *testing.M) int {
 	os.Chmod(dir, 0o755)
 	Binary = os.Getenv("K8SGUIDE_BIN")
 	if vmtest.InGuest() {
-		// One emulated CPU: node proxies resyncing every 30 s would keep it busy (see netns.SyncPeriodEnv).
+		// Emulated CPUs: node proxies resyncing every 30 s would keep them busy (see netns.SyncPeriodEnv).
 		os.Setenv(netns.SyncPeriodEnv, "10m")
 	}
 	if Binary == "" && vmtest.InGuest() {

@@ -27,8 +27,8 @@ const (
 
 // SyncPeriodEnv overrides the periodic full resync of the node proxies (a Go duration), for machines where a
 // sync is slow: under emulation (the IPVS test VM) an ipvs proxier's resync, some 80 runs of ipset and
-// iptables, takes seconds, and three nodes resyncing every 30 s keep the one emulated CPU busy. Changes to the
-// lab are applied at once whatever the period.
+// iptables, takes seconds, and three nodes resyncing every 30 s keep the emulated CPUs busy. Changes to the lab
+// are applied at once whatever the period.
 const SyncPeriodEnv = "K8SGUIDE_PROXY_SYNC_PERIOD"
 
 func resyncPeriod() (time.Duration, error) {
