@@ -103,9 +103,8 @@ func collectIPVS(s *Snapshot, missing func(string, error)) {
 }
 
 // collectIPSets reads the ipsets from the kernel over netlink, which needs no ipset tool (kind's node image has
-// none; kube-proxy's pod has its own). Should that fail, `ipset save` is tried where the tool exists; a set
-// that cannot be read either way is listed as missing, and the walk then says it assumes each --match-set
-// matches.
+// none; kube-proxy's pod has its own). Should that fail, `ipset save` is tried where the tool exists; sets that
+// cannot be read either way are listed as missing, and the walk then says it assumes each --match-set matches.
 func collectIPSets(ctx context.Context, missing func(string, error)) []netstate.IPSet {
 	sets, err := netstate.ReadIPSets()
 	if err == nil {
