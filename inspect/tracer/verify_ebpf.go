@@ -59,12 +59,6 @@ func compareEBPF(pred *trace.Trace, after *snapshot.Snapshot, flow trace.Flow, c
 			v.Path = i
 		}
 	}
-	predicted := func(p trace.Path) string {
-		if p.Endpoint == nil {
-			return p.Verdict
-		}
-		return fmt.Sprintf("%s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
-	}
 	delivers := false
 	for _, p := range pred.Paths {
 		delivers = delivers || p.Verdict == trace.Delivered
@@ -74,24 +68,24 @@ func compareEBPF(pred *trace.Trace, after *snapshot.Snapshot, flow trace.Flow, c
 		// Predicted not to be load-balanced (dropped, or passed to the node's stack): the datapath must have
 		// written no service entry, and the connection must end as the path says.
 		v.Path = 0
-		v.Rows = append(v.Rows, trace.Row{Predicted: predicted(pred.Paths[0]), Kernel: "(no conntrack service entry)", Agree: true})
+		v.Rows = append(v.Rows, trace.Row{Predicted: predictedEndpoint(pred.Paths[0]), Kernel: "(no conntrack service entry)", Agree: true})
 		if m := outcomeMismatch(pred.Paths[0], conn); m != "" {
 			v.Reasons = append(v.Reasons, m)
 		}
 	case len(v.Kernel) == 0:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath wrote no conntrack service entry for %s:%d -> %s", flow.Src, flow.Sport, pred.Packet.Dst))
 		for _, p := range pred.Paths {
-			v.Rows = append(v.Rows, trace.Row{Predicted: predicted(p), Kernel: "(no entry)"})
+			v.Rows = append(v.Rows, trace.Row{Predicted: predictedEndpoint(p), Kernel: "(no entry)"})
 		}
 	case backend == nil:
 		v.Reasons = append(v.Reasons, "the conntrack entry names a backend that is not in the backends map")
 	case v.Path < 0:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath chose %s, which no predicted path reaches", backend))
 		for _, p := range pred.Paths {
-			v.Rows = append(v.Rows, trace.Row{Predicted: predicted(p), Kernel: v.Kernel[0].Verdict})
+			v.Rows = append(v.Rows, trace.Row{Predicted: predictedEndpoint(p), Kernel: v.Kernel[0].Verdict})
 		}
 	default:
-		v.Rows = append(v.Rows, trace.Row{Predicted: predicted(pred.Paths[v.Path]), Kernel: v.Kernel[0].Verdict, Agree: true})
+		v.Rows = append(v.Rows, trace.Row{Predicted: predictedEndpoint(pred.Paths[v.Path]), Kernel: v.Kernel[0].Verdict, Agree: true})
 		if m := outcomeMismatch(pred.Paths[v.Path], conn); m != "" {
 			v.Reasons = append(v.Reasons, m)
 		}
@@ -101,4 +95,12 @@ func compareEBPF(pred *trace.Trace, after *snapshot.Snapshot, flow trace.Flow, c
 		v.Result = "disagree"
 	}
 	return v
+}
+
+// predictedEndpoint is a path as a verification row shows it: its endpoint, pod and chance, else its verdict.
+func predictedEndpoint(p trace.Path) string {
+	if p.Endpoint == nil {
+		return p.Verdict
+	}
+	return fmt.Sprintf("%s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
 }

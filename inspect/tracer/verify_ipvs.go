@@ -80,7 +80,7 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 		if p.Endpoint == nil {
 			return p.Verdict
 		}
-		s := fmt.Sprintf("ipvs -> %s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
+		s := "ipvs -> " + predictedEndpoint(p)
 		if p.Endpoint.Turn > 0 {
 			s += fmt.Sprintf(" turn %d", p.Endpoint.Turn)
 		}
