@@ -1,30 +1,29 @@
-// Package dataplanes holds what every engine of k8sguide shares. Each engine lives in its own folder
-// (iptables, nftables, ipvs, ebpf) and, for the kube-proxy engines, builds the upstream proxier from a NodeConfig;
-// package kubeproxy runs any of them as a node's Service proxy.
+// Package dataplanes holds what every engine of k8sguide shares: the dataplane names. Each engine lives in its own
+// folder (iptables, nftables, ipvs, ebpf) on the ground below them all (trace, netstate, netfilter); package
+// kubeproxy runs the upstream kube-proxy proxiers as a node's Service proxy.
 package dataplanes
 
-import (
-	"net"
-	"time"
+import "fmt"
 
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/proxy/healthcheck"
+// Name names an engine that implements Services on a node.
+type Name string
+
+const (
+	IPTables Name = "iptables"
+	NFTables Name = "nftables"
+	IPVS     Name = "ipvs"
+	EBPF     Name = "ebpf"
 )
 
-// NodeConfig is what a node's proxy needs to know: the same facts kube-proxy takes from its flags and its Node.
-type NodeConfig struct {
-	NodeName string
-	NodeIP   net.IP
-	// ClusterCIDR is the pod network (--cluster-cidr); traffic from outside it is masqueraded.
-	ClusterCIDR string
-	// NodePortAddresses is --nodeport-addresses: nil serves NodePorts on every local address.
-	NodePortAddresses []string
-	SyncPeriod        time.Duration
-	MinSyncPeriod     time.Duration
-	// Health is told after every successful sync, as kube-proxy's /healthz is.
-	Health *healthcheck.ProxyHealthServer
-	Logger klog.Logger
-}
+// Names lists every engine k8sguide knows, in the order the guide presents them.
+var Names = []Name{IPTables, NFTables, IPVS, EBPF}
 
-// MasqueradeBit is kube-proxy's default --iptables-masquerade-bit / --nftables-masquerade-bit: mark 0x4000.
-const MasqueradeBit = 14
+// Parse checks a --dataplane value.
+func Parse(s string) (Name, error) {
+	for _, d := range Names {
+		if string(d) == s {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("unknown dataplane %q (want one of iptables, nftables, ipvs, ebpf)", s)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab/alloc"
 )
 
@@ -23,12 +24,12 @@ func (cfg *Config) Validate(maxWorkers int) error {
 	}
 	switch {
 	case cfg.LBAlgorithm == "":
-	case cfg.Dataplane != EBPF:
+	case cfg.Dataplane != dataplanes.EBPF:
 		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's modes choose at random)")
 	case cfg.LBAlgorithm != LBRandom && cfg.LBAlgorithm != LBMaglev:
 		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
 	}
-	if cfg.Dataplane == EBPF && len(cfg.NodePortAddresses) > 0 {
+	if cfg.Dataplane == dataplanes.EBPF && len(cfg.NodePortAddresses) > 0 {
 		return fmt.Errorf("--nodeport-addresses is kube-proxy's: the ebpf dataplane serves NodePorts on each node's address (and 0.0.0.0 for pods)")
 	}
 	for _, c := range cfg.NodePortAddresses {

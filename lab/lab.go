@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -27,33 +28,10 @@ const (
 	DefaultNodePortRange = "30000-32767"
 )
 
-// Dataplane names an engine that implements Services on the lab's nodes.
-type Dataplane string
-
-const (
-	IPTables Dataplane = "iptables"
-	NFTables Dataplane = "nftables"
-	IPVS     Dataplane = "ipvs"
-	EBPF     Dataplane = "ebpf"
-)
-
-// Dataplanes lists every engine k8sguide knows, in the order the guide presents them.
-var Dataplanes = []Dataplane{IPTables, NFTables, IPVS, EBPF}
-
-// ParseDataplane checks a --dataplane value.
-func ParseDataplane(s string) (Dataplane, error) {
-	for _, d := range Dataplanes {
-		if string(d) == s {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("unknown dataplane %q (want one of iptables, nftables, ipvs, ebpf)", s)
-}
-
 // Config is what `k8sguide up` asks a provider to build.
 type Config struct {
 	Name              string
-	Dataplane         Dataplane
+	Dataplane         dataplanes.Name
 	Workers           int
 	NodePortRange     string   // "30000-32767"
 	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
@@ -117,10 +95,10 @@ func ClientName(name string) string { return name + "-client" }
 
 // Status summarises a lab.
 type Status struct {
-	Name      string    `json:"name"`
-	Provider  string    `json:"provider"`
-	Dataplane Dataplane `json:"dataplane"`
-	Nodes     []Node    `json:"nodes"`
+	Name      string          `json:"name"`
+	Provider  string          `json:"provider"`
+	Dataplane dataplanes.Name `json:"dataplane"`
+	Nodes     []Node          `json:"nodes"`
 	// Client is the lab's outside host: the address NodePort traffic comes from (the Docker bridge gateway
 	// on kind, the client namespace on netns).
 	Client string `json:"client,omitempty"`

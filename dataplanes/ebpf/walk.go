@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // Walk follows the first packet of a flow that arrives on the node's interface through bpf_host's

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // callNoService is CILIUM_CALL_IPV4_NO_SERVICE: present in cilium_calls only when bpf_host was compiled with

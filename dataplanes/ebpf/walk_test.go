@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 func walk(t *testing.T, s *State, src string, dst string, proto string) *trace.Trace {

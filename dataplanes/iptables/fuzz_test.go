@@ -5,9 +5,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // FuzzParse feeds arbitrary text to both parsers and walks whatever they accept: no input may panic.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 )
 
 // cond is one condition of a rule: an option of the core (-s, -d, -p, -i, -o) or of a match module.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // tablePriority is where each table's base chains sit on their hooks (iptables-nft registers them at the

@@ -1,5 +1,5 @@
-// Package ipvs is the kube-proxy IPVS engine: the upstream ipvs proxier as a node's proxy, the collector of a
-// node's IPVS state (virtual servers, real servers, connection entries) and the walk of a packet through it.
+// Package ipvs is the kube-proxy IPVS engine: the collector of a node's IPVS state (virtual servers, real servers,
+// connection entries) and the walk of a packet through it. (The upstream ipvs proxier itself is in kubeproxy.)
 package ipvs
 
 import (

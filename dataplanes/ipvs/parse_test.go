@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 )

@@ -26,9 +26,9 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
-	"github.com/k8sguide/k8sguide/inspect/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
 	"github.com/k8sguide/k8sguide/lab"
@@ -143,7 +143,7 @@ func kubernetes() *snapshot.Kubernetes {
 func TestGuestNodePort(t *testing.T) {
 	client := guestNode(t)
 	ctx := context.Background()
-	proxy, err := kubeproxy.New(ctx, lab.IPVS, dataplanes.NodeConfig{
+	proxy, err := kubeproxy.New(ctx, dataplanes.IPVS, kubeproxy.NodeConfig{
 		NodeName: "node", NodeIP: net.ParseIP(nodeIP), ClusterCIDR: lab.PodSubnet,
 		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, Logger: klog.Background(),
 	}, map[string]string{v1.LabelHostname: "node"})

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // Where IPVS sits among the netfilter hooks (net/netfilter/ipvs/ip_vs_core.c, ip_vs_ops4): it schedules

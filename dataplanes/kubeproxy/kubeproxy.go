@@ -1,6 +1,9 @@
+//go:build linux
+
 // Package kubeproxy runs an upstream kube-proxy proxier (iptables, nftables or ipvs) as a node's Service proxy. Instead
 // of an apiserver watch it is handed the lab's Services and EndpointSlices; it turns each new set into the same
-// OnXxxAdd/Update/Delete calls kube-proxy's informers would make.
+// OnXxxAdd/Update/Delete calls kube-proxy's informers would make. It is the only package of k8sguide that links
+// k8s.io/kubernetes/pkg/proxy's proxiers, and it builds on Linux only, as they do.
 package kubeproxy
 
 import (
@@ -14,39 +17,36 @@ import (
 	"k8s.io/kubernetes/pkg/proxy"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
-	"github.com/k8sguide/k8sguide/dataplanes/iptables"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/dataplanes/nftables"
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 // Check tells whether a dataplane can run as a kube-proxy proxier in the netns lab on this machine.
-func Check(d lab.Dataplane) error {
+func Check(d dataplanes.Name) error {
 	switch d {
-	case lab.IPTables, lab.NFTables:
+	case dataplanes.IPTables, dataplanes.NFTables:
 		return nil
-	case lab.IPVS:
+	case dataplanes.IPVS:
 		if err := ipvs.CheckKernel(); err != nil {
 			return fmt.Errorf("dataplane ipvs: %w", err)
 		}
 		return nil
-	case lab.EBPF:
+	case dataplanes.EBPF:
 		return fmt.Errorf("dataplane ebpf is Cilium's datapath, not a kube-proxy mode")
 	}
 	return fmt.Errorf("unknown dataplane %q", d)
 }
 
-func newProxier(ctx context.Context, d lab.Dataplane, cfg dataplanes.NodeConfig) (proxy.Provider, error) {
+func newProxier(ctx context.Context, d dataplanes.Name, cfg NodeConfig) (proxy.Provider, error) {
 	if err := Check(d); err != nil {
 		return nil, err
 	}
 	switch d {
-	case lab.IPTables:
-		return iptables.NewProxier(ctx, cfg)
-	case lab.IPVS:
-		return ipvs.NewProxier(ctx, cfg)
+	case dataplanes.IPTables:
+		return newIPTablesProxier(ctx, cfg)
+	case dataplanes.IPVS:
+		return newIPVSProxier(ctx, cfg)
 	default:
-		return nftables.NewProxier(ctx, cfg)
+		return newNFTablesProxier(ctx, cfg)
 	}
 }
 
@@ -62,7 +62,7 @@ type Proxy struct {
 
 // New builds the proxier of a dataplane for a node. nodeLabels go to OnTopologyChange, as kube-proxy passes the
 // labels of its Node.
-func New(ctx context.Context, d lab.Dataplane, cfg dataplanes.NodeConfig, nodeLabels map[string]string) (*Proxy, error) {
+func New(ctx context.Context, d dataplanes.Name, cfg NodeConfig, nodeLabels map[string]string) (*Proxy, error) {
 	p, err := newProxier(ctx, d, cfg)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
 // bigRuleset adds n Services (ClusterIP 10.97.x.y:80, each with a no-endpoint element too) to the t2 capture,

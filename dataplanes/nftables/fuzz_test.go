@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // FuzzParseRuleset: no input makes the parser or the walk panic (both recover, so a recovered panic is

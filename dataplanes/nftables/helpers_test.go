@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // nodeState builds a node's network state from the captured `ip -j addr` and `ip -4 -j route show table all`.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // kernelHop is one line of `nft monitor trace` for a rule that matched or a chain's policy.

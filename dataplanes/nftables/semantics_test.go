@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // The semantics fixture (testdata/semantics.nft) is a hand-written table loaded into a scratch namespace

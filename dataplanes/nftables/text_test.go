@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
 // textFixtures are the captures with both listings: X.json (`nft -j list ruleset`) and X.nft (`nft -a list

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 var hooks = map[string]netfilter.Hook{

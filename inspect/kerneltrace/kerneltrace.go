@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // TablePrefix starts the name of every tracing table; the tracer's own rules never appear in a prediction.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // TraceOptions choose how much of a trace the table shows.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 )
 
 // Sysctls a trace reads: forwarding, route_localnet (localhost NodePorts), bridge netfilter, rp_filter.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 )
 
 // Version names the snapshot format.

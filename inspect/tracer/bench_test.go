@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 // BenchmarkTrace5000 builds a one-node lab whose real proxier holds 5,000 NodePort Services × 3 endpoints,
@@ -22,7 +22,7 @@ func BenchmarkTrace5000(b *testing.B) {
 	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(5000, "NodePort")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		b.Run(string(d), func(b *testing.B) {
 			e2etest.NeedRoot(b, e2etest.ToolFor(d))
 			name := "bench-trc-" + string(d)[:3]
@@ -32,7 +32,7 @@ func BenchmarkTrace5000(b *testing.B) {
 			node := name + "-control-plane"
 			np := e2etest.NodePortOf(b, name, "svc-4999")
 			save := []string{"iptables-save"}
-			if d == lab.NFTables {
+			if d == dataplanes.NFTables {
 				save = []string{"nft", "list", "ruleset"}
 			}
 			var saveTime, traceTime time.Duration

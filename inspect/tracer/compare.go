@@ -7,7 +7,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // kernelKey is what a predicted hop and a kernel event must share to be the same step: table, chain and the

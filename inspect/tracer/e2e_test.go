@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -88,10 +89,10 @@ func podOn(t *testing.T, name, node string) string {
 }
 
 func TestTraceAgreesWithKernel(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables, lab.IPVS} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables, dataplanes.IPVS} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
-			if d == lab.IPVS {
+			if d == dataplanes.IPVS {
 				if err := ipvs.CheckKernel(); err != nil {
 					t.Skipf("%v: TestTraceAgreesWithKernelInVM runs this case in the IPVS test VM", err)
 				}
@@ -102,7 +103,7 @@ func TestTraceAgreesWithKernel(t *testing.T) {
 	}
 }
 
-func testAgreement(t *testing.T, d lab.Dataplane) {
+func testAgreement(t *testing.T, d dataplanes.Name) {
 	name := "trc-" + string(d)[:3]
 	e2etest.UpLab(t, name, "--dataplane", string(d))
 	e2etest.MustK8sguide(t, "deploy", "--name", name)
@@ -123,7 +124,7 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 		}
 	})
 	t.Run("snapshot-offline", func(t *testing.T) {
-		if d == lab.IPVS {
+		if d == dataplanes.IPVS {
 			// The connections just made reach IPVS's counters, and round robin's turn with them, only when the
 			// kernel's estimator next runs: the snapshot and the live trace below must not straddle that.
 			time.Sleep(ipvs.EstimatorPeriod + 500*time.Millisecond)
@@ -145,13 +146,13 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 			t.Fatal(err)
 		}
 		switch d {
-		case lab.IPVS:
+		case dataplanes.IPVS:
 			// The NodePort's virtual server on the worker's address, and kube-proxy's ipvs-mode rules.
 			if snap.IPVS == nil || snap.IPVS.Find("tcp", netip.MustParseAddr(nodeIP(t, name, worker)), uint16(mustAtoi(t, np)), 0) == nil ||
 				!strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT") {
 				t.Errorf("ipvs node: no virtual server for the NodePort, or no KUBE-NODE-PORT jump: ipvs %+v", snap.IPVS)
 			}
-		case lab.NFTables:
+		case dataplanes.NFTables:
 			if !strings.Contains(snap.NftablesText, "table ip kube-proxy {") || len(snap.NftablesOmitted) != 0 {
 				t.Errorf("nftables node: snapshot lacks the kube-proxy table or omits %v", snap.NftablesOmitted)
 			}
@@ -182,7 +183,7 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 	t.Run("localhost-nodeport", func(t *testing.T) {
 		p := mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", "127.0.0.1:"+np))
 		want := trace.Delivered // iptables mode serves NodePorts on localhost
-		if d == lab.NFTables || d == lab.IPVS {
+		if d == dataplanes.NFTables || d == dataplanes.IPVS {
 			// nftables mode never does, nor ipvs mode (no virtual server on a loopback address: the ipvs
 			// proxier's isValidForSet): nothing translates it, nothing listens.
 			want = trace.Local
@@ -232,9 +233,9 @@ func testAgreement(t *testing.T, d lab.Dataplane) {
 		// the client's address, the worker answers the client directly, and the connection fails.
 		p = mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, nodes[0])+":"+lnp))
 		switch {
-		case d == lab.IPVS && (p.Verdict != trace.Delivered || p.Reply == nil || !p.Reply.Bypasses):
+		case d == dataplanes.IPVS && (p.Verdict != trace.Delivered || p.Reply == nil || !p.Reply.Bypasses):
 			t.Errorf("eTP Local without a local endpoint, ipvs mode: %s, reply %+v; want delivered with a reply that bypasses the node", p.Verdict, p.Reply)
-		case d != lab.IPVS && p.Verdict != trace.Dropped:
+		case d != dataplanes.IPVS && p.Verdict != trace.Dropped:
 			t.Errorf("eTP Local without a local endpoint: %s, want dropped", p.Verdict)
 		}
 	})
@@ -268,7 +269,7 @@ spec:
 // With --nodeport-addresses limited to the nodes' network, a NodePort on a node's pod-bridge address is not
 // served: the prediction says local (nothing translates it) and the kernel agrees; the node IP still works.
 func TestTraceNodePortAddresses(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
 			name := "trn-" + string(d)[:3]

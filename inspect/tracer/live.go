@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -48,7 +49,7 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	}()
 	var out, errb bytes.Buffer
 	argv := []string{exe, "internal", "collect"}
-	if st.Dataplane == lab.EBPF {
+	if st.Dataplane == dataplanes.EBPF {
 		argv = append(argv, "--bpffs", st.CiliumMaps(node))
 	}
 	err = p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -32,10 +33,10 @@ func randomCases() int {
 // NodePort) at random, and counts the flows where the prediction and the kernel disagree. It must be 0.
 // The seed is logged; K8SGUIDE_SEED replays a run.
 func TestRandomizedAgreement(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables, lab.EBPF} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables, dataplanes.EBPF} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
-			if d == lab.EBPF {
+			if d == dataplanes.EBPF {
 				e2etest.NeedEBPF(t)
 			}
 			testRandomized(t, d)
@@ -43,7 +44,7 @@ func TestRandomizedAgreement(t *testing.T) {
 	}
 }
 
-func testRandomized(t *testing.T, d lab.Dataplane) {
+func testRandomized(t *testing.T, d dataplanes.Name) {
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("K8SGUIDE_SEED"), 10, 64); err == nil {
 		seed = s
@@ -61,7 +62,7 @@ func testRandomized(t *testing.T, d lab.Dataplane) {
 	}
 	cases, disagreements := 0, 0
 	want := randomCases()
-	if d == lab.EBPF {
+	if d == dataplanes.EBPF {
 		// An ebpf --verify reads every Cilium map twice (before and after the connection): about 1.3 s a case
 		// here, three times a netfilter one's. Half the cases keep the package's tests well inside CI's time.
 		want = max(1, want/2)
@@ -130,7 +131,7 @@ spec:
 				}
 				args = []string{"--node", node, "--from", "node", "--dst", dst}
 			}
-			if d == lab.EBPF && slices.Contains(args, "node") {
+			if d == dataplanes.EBPF && slices.Contains(args, "node") {
 				// A packet the node makes reaches Cilium's load-balancer only through the socket LB, which
 				// the lab does not load (trace refuses --from node on ebpf): send it from the client instead.
 				args = []string{"--dst", fmt.Sprintf("%s:%d", nodeIP(t, name, node), s.nodePort)}
@@ -175,7 +176,7 @@ func rulesOf(t *testing.T, node string) string {
 // TestInterruptedVerifyLeavesRulesAsTheyWere interrupts `trace --verify` at random points, 50 times, and
 // checks that the node's rules are then exactly what they were, with no tracer left running.
 func TestInterruptedVerifyLeavesRulesAsTheyWere(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
 			name := "tri-" + string(d)[:3]

@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
-	"github.com/k8sguide/k8sguide/lab"
 	"io"
 	"net/netip"
 	"os"
@@ -15,14 +13,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
+
 	"github.com/k8sguide/k8sguide/dataplanes/iptables"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/nftables"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
-	"github.com/k8sguide/k8sguide/inspect/netfilter"
-	"github.com/k8sguide/k8sguide/inspect/netstate"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
-	"github.com/k8sguide/k8sguide/inspect/trace"
 )
 
 // DefaultClientIP is where outside traffic comes from when the snapshot does not say: the gateway of kind's
@@ -77,7 +78,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ipvsadm -Ln: %v", err)
 		}
-		return &snapshot.Snapshot{Version: snapshot.Version, IPVS: st, Dataplane: string(lab.IPVS), Net: netstate.FromLocalAddresses(local)}, nil
+		return &snapshot.Snapshot{Version: snapshot.Version, IPVS: st, Dataplane: string(dataplanes.IPVS), Net: netstate.FromLocalAddresses(local)}, nil
 	}
 	if looksLikeNft(text) {
 		if _, err := nftables.ParseText(text); err != nil {
@@ -182,8 +183,8 @@ func rulesets(s *snapshot.Snapshot) ([]netfilter.Ruleset, string, error) {
 	}
 	if s.IPVS != nil {
 		out = append(out, &ipvs.Ruleset{State: s.IPVS})
-		if dataplane == "" || dataplane == string(lab.IPTables) {
-			dataplane = string(lab.IPVS)
+		if dataplane == "" || dataplane == string(dataplanes.IPTables) {
+			dataplane = string(dataplanes.IPVS)
 		}
 	}
 	if len(out) == 0 {
@@ -252,7 +253,7 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 			origin.Iif = "eth0"
 		}
 	}
-	if s.EBPF != nil && (s.Dataplane == string(lab.EBPF) || s.Dataplane == "" && s.Iptables == nil && s.NftablesText == "" && len(s.Nftables) == 0) {
+	if s.EBPF != nil && (s.Dataplane == string(dataplanes.EBPF) || s.Dataplane == "" && s.Iptables == nil && s.NftablesText == "" && len(s.Nftables) == 0) {
 		return traceEBPF(s, flow, from, origin)
 	}
 	rs, dataplane, err := rulesets(s)
@@ -307,7 +308,7 @@ func serviceAt(s *snapshot.Snapshot, f trace.Flow) string {
 // attached to; a packet the node makes itself reaches Cilium's load-balancer only through the socket LB
 // (bpf_sock), which this datapath does not load.
 func traceEBPF(s *snapshot.Snapshot, flow trace.Flow, from string, origin netfilter.Origin) (*trace.Trace, error) {
-	t := &trace.Trace{Dataplane: string(lab.EBPF), Node: s.Node, Packet: trace.Packet{
+	t := &trace.Trace{Dataplane: string(dataplanes.EBPF), Node: s.Node, Packet: trace.Packet{
 		Src: srcString(flow), Dst: netip.AddrPortFrom(flow.Dst, flow.Dport).String(), Proto: flow.Proto, From: from, InIface: origin.Iif}}
 	if origin.FromNode {
 		return nil, fmt.Errorf("--from node: on an ebpf node a packet the node makes goes to Cilium's load-balancer only through the socket LB (bpf_sock), which this datapath does not load; trace from the client or a pod")

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
-	"github.com/k8sguide/k8sguide/inspect/trace"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -41,7 +42,7 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req Request)
 			return v, err
 		}
 		bindFailed := strings.Contains(v.Connection.Error, "address already in use")
-		missedByMonitor := v.Connection.Answered && len(ruleEvents(v.Kernel)) == 0 && v.Prediction.Dataplane != string(lab.EBPF)
+		missedByMonitor := v.Connection.Answered && len(ruleEvents(v.Kernel)) == 0 && v.Prediction.Dataplane != string(dataplanes.EBPF)
 		if !bindFailed && !missedByMonitor {
 			return v, nil
 		}
@@ -77,7 +78,7 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	if err != nil {
 		return nil, err
 	}
-	if pred.Dataplane == string(lab.EBPF) {
+	if pred.Dataplane == string(dataplanes.EBPF) {
 		return verifyEBPF(ctx, p, name, node, source, pred)
 	}
 	flow, _ := pred.Packet.ParseFlow()
@@ -87,7 +88,7 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	}
 	// IPVS nodes keep their rules in iptables too.
 	engine := "nftables"
-	if pred.Dataplane == string(lab.IPTables) || pred.Dataplane == string(lab.IPVS) {
+	if pred.Dataplane == string(dataplanes.IPTables) || pred.Dataplane == string(dataplanes.IPVS) {
 		engine = "iptables"
 	}
 	exe, err := p.ToolPath(ctx, name, node)
@@ -163,7 +164,7 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 		events = kerneltrace.ParseNft(lines, kf)
 	}
 	v = Compare(pred, events, conn)
-	if pred.Dataplane == string(lab.IPVS) {
+	if pred.Dataplane == string(dataplanes.IPVS) {
 		after, err := Snapshot(ctx, p, name, node)
 		if err != nil {
 			return nil, err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // The IPVS part of --verify on the snapshots TestGuestNodePort captured in the IPVS test VM

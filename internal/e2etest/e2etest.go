@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
-	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
 	"github.com/k8sguide/k8sguide/lab/state"
@@ -149,8 +149,8 @@ func NeedRoot(t testing.TB, tools ...string) {
 	}
 }
 
-func ToolFor(d lab.Dataplane) string {
-	if d == lab.NFTables {
+func ToolFor(d dataplanes.Name) string {
+	if d == dataplanes.NFTables {
 		return "nft"
 	}
 	return "iptables-restore"

@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/rhysd/actionlint"
 	"sigs.k8s.io/yaml"
-
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 const dir = "../../.github/workflows"
@@ -110,7 +109,7 @@ func TestKindWorkflowCoversTheLab(t *testing.T) {
 		t.Fatal("no job named lab")
 	}
 	var want []string
-	for _, d := range lab.Dataplanes {
+	for _, d := range dataplanes.Names {
 		want = append(want, string(d))
 	}
 	if !slices.Equal(job.Strategy.Matrix.Dataplane, want) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -77,15 +78,15 @@ func pinnedVersions() string {
 }
 
 // ProxyMode is kind's kubeProxyMode for a dataplane: Cilium replaces kube-proxy, so there is none.
-func ProxyMode(d lab.Dataplane) (v1alpha4.ProxyMode, error) {
+func ProxyMode(d dataplanes.Name) (v1alpha4.ProxyMode, error) {
 	switch d {
-	case lab.IPTables:
+	case dataplanes.IPTables:
 		return v1alpha4.IPTablesProxyMode, nil
-	case lab.NFTables:
+	case dataplanes.NFTables:
 		return v1alpha4.NFTablesProxyMode, nil
-	case lab.IPVS:
+	case dataplanes.IPVS:
 		return v1alpha4.IPVSProxyMode, nil
-	case lab.EBPF:
+	case dataplanes.EBPF:
 		return "none", nil
 	}
 	return "", fmt.Errorf("unknown dataplane %q", d)
@@ -106,7 +107,7 @@ func ClusterConfig(cfg lab.Config, image string) (*v1alpha4.Cluster, error) {
 			PodSubnet:         lab.PodSubnet,
 			ServiceSubnet:     lab.ServiceSubnet,
 			KubeProxyMode:     mode,
-			DisableDefaultCNI: cfg.Dataplane == lab.EBPF,
+			DisableDefaultCNI: cfg.Dataplane == dataplanes.EBPF,
 		},
 	}
 	labels := map[string]string{DataplaneLabel: string(cfg.Dataplane)}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/workload"
 	"github.com/k8sguide/k8sguide/scenarios"
@@ -28,7 +29,7 @@ import (
 
 const pinned136 = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
 
-func config(d lab.Dataplane, mod func(*lab.Config)) lab.Config {
+func config(d dataplanes.Name, mod func(*lab.Config)) lab.Config {
 	c := lab.Config{Name: "k8s-guide", Dataplane: d, Workers: 2, NodePortRange: lab.DefaultNodePortRange}
 	if mod != nil {
 		mod(&c)
@@ -47,14 +48,14 @@ func TestClusterConfig(t *testing.T) {
 		patches   []string
 		nodeCount int
 	}{
-		{"iptables", config(lab.IPTables, nil), v1alpha4.IPTablesProxyMode, false, nil, 3},
-		{"nftables", config(lab.NFTables, nil), v1alpha4.NFTablesProxyMode, false, nil, 3},
-		{"ipvs", config(lab.IPVS, nil), v1alpha4.IPVSProxyMode, false, nil, 3},
-		{"ebpf", config(lab.EBPF, nil), "none", true, nil, 3},
-		{"one worker", config(lab.IPTables, func(c *lab.Config) { c.Workers = 1 }), v1alpha4.IPTablesProxyMode, false, nil, 2},
-		{"nodeport addresses", config(lab.NFTables, func(c *lab.Config) { c.NodePortAddresses = []string{"172.18.0.0/16", "primary"} }),
+		{"iptables", config(dataplanes.IPTables, nil), v1alpha4.IPTablesProxyMode, false, nil, 3},
+		{"nftables", config(dataplanes.NFTables, nil), v1alpha4.NFTablesProxyMode, false, nil, 3},
+		{"ipvs", config(dataplanes.IPVS, nil), v1alpha4.IPVSProxyMode, false, nil, 3},
+		{"ebpf", config(dataplanes.EBPF, nil), "none", true, nil, 3},
+		{"one worker", config(dataplanes.IPTables, func(c *lab.Config) { c.Workers = 1 }), v1alpha4.IPTablesProxyMode, false, nil, 2},
+		{"nodeport addresses", config(dataplanes.NFTables, func(c *lab.Config) { c.NodePortAddresses = []string{"172.18.0.0/16", "primary"} }),
 			v1alpha4.NFTablesProxyMode, false, []string{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnodePortAddresses: [\"172.18.0.0/16\", \"primary\"]\n"}, 3},
-		{"node port range", config(lab.IPVS, func(c *lab.Config) { c.NodePortRange = "30000-30100" }),
+		{"node port range", config(dataplanes.IPVS, func(c *lab.Config) { c.NodePortRange = "30000-30100" }),
 			v1alpha4.IPVSProxyMode, false, []string{"kind: ClusterConfiguration\napiServer:\n  extraArgs:\n    service-node-port-range: \"30000-30100\"\n"}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,7 +86,7 @@ func TestClusterConfig(t *testing.T) {
 			if !reflect.DeepEqual(c.KubeadmConfigPatches, tc.patches) {
 				t.Errorf("patches %q, want %q", c.KubeadmConfigPatches, tc.patches)
 			}
-			if (pl.CiliumValues != nil) != (tc.cfg.Dataplane == lab.EBPF) {
+			if (pl.CiliumValues != nil) != (tc.cfg.Dataplane == dataplanes.EBPF) {
 				t.Errorf("cilium values %v for %s", pl.CiliumValues, tc.cfg.Dataplane)
 			}
 			// The YAML is what a user would hand `kind create cluster --config`: it must read back strictly.
@@ -121,16 +122,16 @@ func TestConfigErrors(t *testing.T) {
 		cfg  lab.Config
 		want string
 	}{
-		{config(lab.EBPF, func(c *lab.Config) { c.NodePortAddresses = []string{"10.0.0.0/8"} }), "--nodeport-addresses is kube-proxy's"},
-		{config(lab.IPTables, func(c *lab.Config) { c.NodePortAddresses = []string{"ten"} }), "not a CIDR"},
-		{config(lab.IPTables, func(c *lab.Config) { c.LBAlgorithm = "maglev" }), "needs --dataplane ebpf"},
-		{config(lab.EBPF, func(c *lab.Config) { c.LBAlgorithm = "roundrobin" }), "want random or maglev"},
-		{config(lab.IPTables, func(c *lab.Config) { c.Workers = 50 }), "--workers 50"},
-		{config(lab.IPTables, func(c *lab.Config) { c.Name = "Bad_Name" }), "invalid lab name"},
-		{config(lab.IPTables, func(c *lab.Config) { c.NodePortRange = "30000-20000" }), "30000-20000"},
-		{config(lab.IPTables, func(c *lab.Config) { c.Image = "nginx:latest" }), "want a kind node image"},
-		{config(lab.IPTables, func(c *lab.Config) { c.Image = pinned136; c.KubernetesVersion = "1.36" }), "one or the other"},
-		{config(lab.IPTables, func(c *lab.Config) { c.KubernetesVersion = "one" }), "want a version"},
+		{config(dataplanes.EBPF, func(c *lab.Config) { c.NodePortAddresses = []string{"10.0.0.0/8"} }), "--nodeport-addresses is kube-proxy's"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.NodePortAddresses = []string{"ten"} }), "not a CIDR"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.LBAlgorithm = "maglev" }), "needs --dataplane ebpf"},
+		{config(dataplanes.EBPF, func(c *lab.Config) { c.LBAlgorithm = "roundrobin" }), "want random or maglev"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.Workers = 50 }), "--workers 50"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.Name = "Bad_Name" }), "invalid lab name"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.NodePortRange = "30000-20000" }), "30000-20000"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.Image = "nginx:latest" }), "want a kind node image"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.Image = pinned136; c.KubernetesVersion = "1.36" }), "one or the other"},
+		{config(dataplanes.IPTables, func(c *lab.Config) { c.KubernetesVersion = "one" }), "want a version"},
 	} {
 		if _, err := MakePlan(tc.cfg, fakeCiliumValues); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %q", tc.cfg, err, tc.want)
@@ -190,7 +191,7 @@ func TestKindValidatesConfig(t *testing.T) {
 	rt := NewDockerRuntime()
 	// kind retries a failed pull for 10 s: the dataplanes run side by side.
 	t.Run("dataplanes", func(t *testing.T) {
-		for _, d := range lab.Dataplanes {
+		for _, d := range dataplanes.Names {
 			t.Run(string(d), func(t *testing.T) {
 				t.Parallel()
 				acceptedByKind(t, rt, d, log)
@@ -205,7 +206,7 @@ func TestKindValidatesConfig(t *testing.T) {
 		"invalid service subnet": func(c *v1alpha4.Cluster) { c.Networking.ServiceSubnet = "bogus" },
 	}
 	for want, spoil := range bad {
-		kc, _ := ClusterConfig(config(lab.IPTables, nil), pinned136)
+		kc, _ := ClusterConfig(config(dataplanes.IPTables, nil), pinned136)
 		spoil(kc)
 		os.Remove(log)
 		err := rt.Create("kv-bad", kc, "", false, 0)
@@ -219,9 +220,9 @@ func TestKindValidatesConfig(t *testing.T) {
 }
 
 // acceptedByKind hands one dataplane's config, with every option set, to kind's Create.
-func acceptedByKind(t *testing.T, rt Runtime, d lab.Dataplane, log string) {
+func acceptedByKind(t *testing.T, rt Runtime, d dataplanes.Name, log string) {
 	cfg := config(d, func(c *lab.Config) { c.NodePortRange = "30000-30100" })
-	if d != lab.EBPF {
+	if d != dataplanes.EBPF {
 		cfg.NodePortAddresses = []string{"172.18.0.0/16"}
 	}
 	kc, err := ClusterConfig(cfg, pinned136)
@@ -259,7 +260,7 @@ func fakeProvider(t *testing.T) (*Provider, *fakeRuntime, *fake.Clientset) {
 }
 
 // addNodes puts the cluster's nodes into the fake apiserver, labelled as kind would from the config.
-func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d lab.Dataplane) {
+func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d dataplanes.Name) {
 	for i, n := range rt.clusters[name] {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{DataplaneLabel: string(d)}},
 			Spec: v1.NodeSpec{PodCIDR: "10.244." + string(rune('0'+i)) + ".0/24"}}
@@ -276,7 +277,7 @@ func TestCreate(t *testing.T) {
 		p.Engine = func(context.Context) error {
 			return errors.New("no Docker engine answers (Cannot connect to the Docker daemon)")
 		}
-		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		err := p.Create(ctx, config(dataplanes.IPTables, nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--provider netns") || len(rt.created) != 0 {
 			t.Fatalf("got %v, created %d", err, len(rt.created))
 		}
@@ -284,7 +285,7 @@ func TestCreate(t *testing.T) {
 	t.Run("exists", func(t *testing.T) {
 		p, rt, _ := fakeProvider(t)
 		rt.clusters["k8s-guide"] = nil
-		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		err := p.Create(ctx, config(dataplanes.IPTables, nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), `kind cluster named "k8s-guide" already exists`) || len(rt.created) != 0 {
 			t.Fatalf("got %v", err)
 		}
@@ -292,7 +293,7 @@ func TestCreate(t *testing.T) {
 	t.Run("pull failure", func(t *testing.T) {
 		p, rt, _ := fakeProvider(t)
 		rt.createErr = errors.New(`failed to pull image "` + pinned136 + `": command "docker pull ..." failed with error: exit status 1`)
-		err := p.Create(ctx, config(lab.IPTables, nil), io.Discard)
+		err := p.Create(ctx, config(dataplanes.IPTables, nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "could not pull the kind node image") || len(rt.clusters) != 0 {
 			t.Fatalf("got %v, clusters %v", err, rt.clusters)
 		}
@@ -305,10 +306,10 @@ func TestCreate(t *testing.T) {
 			for len(rt.clusterNodes("k8s-guide")) == 0 {
 				time.Sleep(time.Millisecond)
 			}
-			addNodes(t, cs, rt, "k8s-guide", lab.IPTables)
+			addNodes(t, cs, rt, "k8s-guide", dataplanes.IPTables)
 		}()
 		var progress bytes.Buffer
-		if err := p.Create(ctx, config(lab.IPTables, nil), &progress); err != nil {
+		if err := p.Create(ctx, config(dataplanes.IPTables, nil), &progress); err != nil {
 			t.Fatal(err)
 		}
 		out := progress.String()
@@ -327,17 +328,17 @@ func TestCreate(t *testing.T) {
 		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, progress io.Writer) error {
 			data, err := os.ReadFile(kubeconfig)
 			sawKubeconfig = string(data)
-			addNodes(t, cs, rt, cfg.Name, lab.EBPF)
+			addNodes(t, cs, rt, cfg.Name, dataplanes.EBPF)
 			return err
 		}
-		if err := p.Create(ctx, config(lab.EBPF, nil), io.Discard); err != nil {
+		if err := p.Create(ctx, config(dataplanes.EBPF, nil), io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		if sawKubeconfig != rt.kubeconf {
 			t.Errorf("Cilium got kubeconfig %q", sawKubeconfig)
 		}
 		st, err := p.Status(ctx, "k8s-guide")
-		if err != nil || st.Dataplane != lab.EBPF || len(st.Nodes) != 3 || st.Nodes[0].Name != "k8s-guide-control-plane" || st.Client != "172.18.0.1" {
+		if err != nil || st.Dataplane != dataplanes.EBPF || len(st.Nodes) != 3 || st.Nodes[0].Name != "k8s-guide-control-plane" || st.Client != "172.18.0.1" {
 			t.Fatalf("status %+v %v", st, err)
 		}
 	})
@@ -347,7 +348,7 @@ func TestCreate(t *testing.T) {
 			p.Cilium = func(context.Context, string, lab.Config, io.Writer) error {
 				return errors.New("Cilium not ready after 5m0s: daemonset cilium: 1 of 3 ready")
 			}
-			err := p.Create(ctx, config(lab.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)
+			err := p.Create(ctx, config(dataplanes.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), "Cilium not ready") {
 				t.Fatalf("got %v", err)
 			}
@@ -361,7 +362,7 @@ func TestCreate(t *testing.T) {
 		rt.block = make(chan struct{})
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
-		go func() { done <- p.Create(cctx, config(lab.IPTables, nil), io.Discard) }()
+		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, nil), io.Discard) }()
 		cancel()
 		time.Sleep(20 * time.Millisecond)
 		close(rt.block) // kind finishes what it was doing

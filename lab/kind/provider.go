@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/podserver"
 )
@@ -112,7 +113,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	fmt.Fprintf(progress, "Creating lab %q (provider kind, dataplane %s, %s) ...\n", cfg.Name, cfg.Dataplane, image)
 	wait := p.WaitForReady
-	if cfg.Dataplane == lab.EBPF {
+	if cfg.Dataplane == dataplanes.EBPF {
 		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
 		wait = 0
 	}
@@ -146,7 +147,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
 		}
 	}()
-	if cfg.Dataplane == lab.EBPF {
+	if cfg.Dataplane == dataplanes.EBPF {
 		if p.Cilium == nil {
 			return errors.New("this build cannot install Cilium")
 		}
@@ -263,7 +264,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	}
 	for _, kn := range knodes.Items {
 		if d := kn.Labels[DataplaneLabel]; d != "" {
-			st.Dataplane = lab.Dataplane(d)
+			st.Dataplane = dataplanes.Name(d)
 		}
 		for i := range st.Nodes {
 			if st.Nodes[i].Name == kn.Name {
@@ -282,8 +283,8 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 }
 
 // proxySelector selects the pods that implement Services on each node.
-func proxySelector(d lab.Dataplane) string {
-	if d == lab.EBPF {
+func proxySelector(d dataplanes.Name) string {
+	if d == dataplanes.EBPF {
 		return "k8s-app=cilium"
 	}
 	return "k8s-app=kube-proxy"

@@ -11,7 +11,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/state"
@@ -68,7 +67,7 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 	labels := map[string]string{v1.LabelHostname: nodeName, v1.LabelOSStable: "linux"}
 	k8sNode := &v1.Node{}
 	k8sNode.Name, k8sNode.Labels = nodeName, labels
-	cfg := dataplanes.NodeConfig{
+	cfg := kubeproxy.NodeConfig{
 		NodeName:          nodeName,
 		NodeIP:            net.ParseIP(node.IP),
 		ClusterCIDR:       lab.PodSubnet,

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 // Benchmarks print the figures `make bench` reports. They time the real CLI on real namespaces.
 
 func BenchmarkUp(b *testing.B) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		b.Run(string(d), func(b *testing.B) {
 			needRoot(b, toolFor(d))
 			name := "bench-up-" + string(d)[:3]
@@ -63,7 +63,7 @@ func BenchmarkUpEBPF(b *testing.B) {
 }
 
 func BenchmarkDeployAndNodePort(b *testing.B) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		b.Run(string(d), func(b *testing.B) {
 			needRoot(b, toolFor(d))
 			name := "bench-dnp-" + string(d)[:3]
@@ -89,7 +89,7 @@ func BenchmarkProxierSync1000(b *testing.B) {
 	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(1000, "ClusterIP")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		b.Run(string(d), func(b *testing.B) {
 			needRoot(b, toolFor(d))
 			name := "bench-sync-" + string(d)[:3]

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
@@ -41,10 +42,10 @@ var (
 )
 
 func TestEndToEnd(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables, lab.EBPF} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables, dataplanes.EBPF} {
 		t.Run(string(d), func(t *testing.T) {
 			needRoot(t, toolFor(d))
-			if d == lab.EBPF {
+			if d == dataplanes.EBPF {
 				e2etest.NeedEBPF(t)
 			}
 			testEndToEnd(t, d)
@@ -52,7 +53,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func testEndToEnd(t *testing.T, d lab.Dataplane) {
+func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	name := "e2e-" + string(d)[:3]
 	upLab(t, name, "--dataplane", string(d))
 	mustK8sguide(t, "deploy", "--name", name)
@@ -100,11 +101,11 @@ func testEndToEnd(t *testing.T, d lab.Dataplane) {
 	// The kernel's rules carry the Service's chains, named after it.
 	for _, n := range status.Nodes {
 		var rules string
-		if d == lab.EBPF {
+		if d == dataplanes.EBPF {
 			checkEBPFNode(t, name, n, port)
 			continue
 		}
-		if d == lab.NFTables {
+		if d == dataplanes.NFTables {
 			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "nft", "list", "table", "ip", "kube-proxy")
 			for _, want := range []string{"service-", "default/web/tcp/", "external-", "endpoint-", "numgen random mod 3", "service-nodeports", port} {
 				if !strings.Contains(rules, want) {
@@ -213,7 +214,7 @@ func TestNodePortAllocation(t *testing.T) {
 }
 
 func TestNodePortAddresses(t *testing.T) {
-	for _, d := range []lab.Dataplane{lab.IPTables, lab.NFTables} {
+	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			needRoot(t, toolFor(d), "curl")
 			// Serve NodePorts only on the pod-bridge addresses (10.244.0.0/16): the node network address must not answer.

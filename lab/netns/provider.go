@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
@@ -66,8 +67,8 @@ var _ lab.Provider = (*Provider)(nil)
 func (p *Provider) Name() string { return ProviderName }
 
 // CheckHost says what this machine lacks to run a netns lab with the given dataplane, in one line.
-func CheckHost(d lab.Dataplane) error {
-	if d != lab.EBPF {
+func CheckHost(d dataplanes.Name) error {
+	if d != dataplanes.EBPF {
 		if err := kubeproxy.Check(d); err != nil {
 			return err
 		}
@@ -77,11 +78,11 @@ func CheckHost(d lab.Dataplane) error {
 	}
 	need := map[string]string{"ip": "iproute2"}
 	switch d {
-	case lab.IPTables:
+	case dataplanes.IPTables:
 		need["iptables-restore"] = "iptables"
-	case lab.NFTables:
+	case dataplanes.NFTables:
 		need["nft"] = "nftables"
-	case lab.IPVS:
+	case dataplanes.IPVS:
 		// The ipvs proxier writes its iptables rules with iptables-restore and its sets with ipset.
 		need["iptables-restore"] = "iptables"
 		need["ipset"] = "ipset"
@@ -129,7 +130,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	var agent string
-	if cfg.Dataplane == lab.EBPF {
+	if cfg.Dataplane == dataplanes.EBPF {
 		if agent, err = p.checkEBPF(); err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	done("Wiring pod routes between nodes (like kindnet) 🔌")
 
 	argv := func(n lab.Node) []string { return p.nodeProxyArgv(cfg.Name, n.Name) }
-	if cfg.Dataplane == lab.EBPF {
+	if cfg.Dataplane == dataplanes.EBPF {
 		objs, err := compileNodes(ctx, st.Nodes)
 		if err != nil {
 			return err
@@ -222,7 +223,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.waitForProxies(ctx, st); err != nil {
 		return err
 	}
-	if cfg.Dataplane == lab.EBPF {
+	if cfg.Dataplane == dataplanes.EBPF {
 		done(fmt.Sprintf("Loading Cilium's datapath (tcx on %s) and its service maps on every node 🔧", strings.Join(ebpfDevices, ", ")))
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -42,7 +43,7 @@ func TestChoose(t *testing.T) {
 // TestDryRun is `up --provider kind --dry-run` for every dataplane: the kind config reads back strictly into
 // kind's types with the dataplane's proxy mode, and only ebpf carries Cilium's values.
 func TestDryRun(t *testing.T) {
-	for _, d := range lab.Dataplanes {
+	for _, d := range dataplanes.Names {
 		var out bytes.Buffer
 		cfg := lab.Config{Name: "k8s-guide", Dataplane: d, Workers: 2}
 		if err := DryRun("kind", cfg, "yaml", &out); err != nil {
@@ -53,14 +54,14 @@ func TestDryRun(t *testing.T) {
 		if err := yaml.UnmarshalStrict([]byte(docs[0]), &c); err != nil {
 			t.Fatalf("%s: %v\n%s", d, err, docs[0])
 		}
-		wantMode := map[lab.Dataplane]v1alpha4.ProxyMode{lab.IPTables: "iptables", lab.NFTables: "nftables", lab.IPVS: "ipvs", lab.EBPF: "none"}[d]
+		wantMode := map[dataplanes.Name]v1alpha4.ProxyMode{dataplanes.IPTables: "iptables", dataplanes.NFTables: "nftables", dataplanes.IPVS: "ipvs", dataplanes.EBPF: "none"}[d]
 		if c.Networking.KubeProxyMode != wantMode || len(c.Nodes) != 3 {
 			t.Errorf("%s: mode %q, %d nodes", d, c.Networking.KubeProxyMode, len(c.Nodes))
 		}
-		if (len(docs) == 2) != (d == lab.EBPF) {
+		if (len(docs) == 2) != (d == dataplanes.EBPF) {
 			t.Fatalf("%s: %d documents", d, len(docs))
 		}
-		if d == lab.EBPF {
+		if d == dataplanes.EBPF {
 			var v map[string]any
 			if err := yaml.Unmarshal([]byte(docs[1]), &v); err != nil {
 				t.Fatal(err)
@@ -74,13 +75,13 @@ func TestDryRun(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := DryRun("kind", lab.Config{Name: "x", Dataplane: lab.EBPF, Workers: 1, LBAlgorithm: "maglev"}, "json", &out); err != nil || !strings.Contains(out.String(), `"algorithm": "maglev"`) {
+	if err := DryRun("kind", lab.Config{Name: "x", Dataplane: dataplanes.EBPF, Workers: 1, LBAlgorithm: "maglev"}, "json", &out); err != nil || !strings.Contains(out.String(), `"algorithm": "maglev"`) {
 		t.Errorf("json: %v\n%s", err, out.String())
 	}
-	if err := DryRun("netns", lab.Config{Name: "x", Dataplane: lab.IPTables}, "yaml", &out); err == nil || !strings.Contains(err.Error(), "--provider kind") {
+	if err := DryRun("netns", lab.Config{Name: "x", Dataplane: dataplanes.IPTables}, "yaml", &out); err == nil || !strings.Contains(err.Error(), "--provider kind") {
 		t.Errorf("netns dry run: %v", err)
 	}
-	if err := DryRun("kind", lab.Config{Name: "x", Dataplane: lab.IPTables}, "toml", &out); err == nil {
+	if err := DryRun("kind", lab.Config{Name: "x", Dataplane: dataplanes.IPTables}, "toml", &out); err == nil {
 		t.Error("accepted -o toml")
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/inspect/render"
-	ktrace "github.com/k8sguide/k8sguide/inspect/trace"
+	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"

@@ -1,6 +1,7 @@
-// Package events is the event recorder handed to the proxiers. kube-proxy posts Events to the apiserver; the lab
-// has none, so events go to the proxy's log. (client-go's FakeRecorder would block once its buffer filled.)
-package events
+package kubeproxy
+
+// The event recorder handed to the proxiers. kube-proxy posts Events to the apiserver; the lab has none, so
+// events go to the proxy's log. (client-go's FakeRecorder would block once its buffer filled.)
 
 import (
 	"fmt"
@@ -12,8 +13,8 @@ import (
 
 type recorder struct{ log klog.Logger }
 
-// NewRecorder returns a recorder that logs every event.
-func NewRecorder(log klog.Logger) events.EventRecorder { return recorder{log: log} }
+// newRecorder returns a recorder that logs every event.
+func newRecorder(log klog.Logger) events.EventRecorder { return recorder{log: log} }
 
 func (r recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	r.log.Info("event", "type", eventtype, "reason", reason, "action", action, "note", fmt.Sprintf(note, args...))

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/inspect/netstate"
-	"github.com/k8sguide/k8sguide/inspect/trace"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // natOnly is a ruleset whose nat PREROUTING chain DNATs everything to 10.244.1.9:80, to see when nat runs.
