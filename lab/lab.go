@@ -112,8 +112,11 @@ type Status struct {
 // DefaultCiliumMaps is where a Cilium node pins its maps.
 const DefaultCiliumMaps = "/sys/fs/bpf/tc/globals"
 
-// CiliumMaps is the directory holding a node's pinned Cilium maps.
+// CiliumMaps is the directory holding a node's pinned Cilium maps, "" on a lab whose dataplane is not Cilium's.
 func (s Status) CiliumMaps(node string) string {
+	if s.Dataplane != dataplanes.EBPF {
+		return ""
+	}
 	if s.BPFFS == "" {
 		return DefaultCiliumMaps
 	}

@@ -1,3 +1,82 @@
 // Package iptables is the kube-proxy iptables engine: iptables-save dumps and `iptables -L` listings read into
-// tables of rules, and the rule-by-rule walk of a packet through them.
+// tables of rules, the rule-by-rule walk of a packet through them, and the collection of a node's rules.
 package iptables
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+)
+
+// Part is the iptables engine's part of a snapshot: `iptables-save -c` per backend that has rules ("nf_tables",
+// "legacy"), or "input", a dump pasted into `trace --snapshot` (an iptables-save dump, whole or a fragment, or
+// `iptables -L -n [-v]` listings).
+type Part map[string]string
+
+// Backends are the keys of a Part, in the order they are walked.
+var Backends = []string{"nf_tables", "legacy", "input"}
+
+// Engine is the iptables engine's faces.
+type Engine struct{}
+
+func (Engine) Name() dataplanes.Name { return dataplanes.IPTables }
+
+// Monitor: xtables-monitor --trace reports the rules of iptables-nft.
+func (Engine) Monitor() string { return "iptables" }
+
+// Sniff reads any text: iptables-save fragments (grep'd lines, no header) are the commonest paste, so this
+// engine is asked last (see engines.Lenient) and its parser says which line is wrong.
+func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
+	text := string(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		return nil, false, nil
+	}
+	if _, err := parse(text); err != nil {
+		if IsListing(text) {
+			return nil, true, fmt.Errorf("iptables listing: %v", err)
+		}
+		return nil, true, fmt.Errorf("iptables-save input: %v", err)
+	}
+	part, err := json.Marshal(Part{"input": text})
+	return part, true, err
+}
+
+// parse reads a dump in either form.
+func parse(text string) (*Rules, error) {
+	if IsListing(text) {
+		return ParseListing(text, "")
+	}
+	return ParseSave(text)
+}
+
+// Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers
+// (legacy tables are not), so that the nftables engine leaves them to this one.
+func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.Opened, error) {
+	var part Part
+	if err := json.Unmarshal(raw, &part); err != nil {
+		return nil, fmt.Errorf("iptables part: %v", err)
+	}
+	o := &dataplanes.Opened{}
+	for _, backend := range Backends {
+		text, ok := part[backend]
+		if !ok {
+			continue
+		}
+		r, err := parse(text)
+		if err != nil {
+			return nil, fmt.Errorf("iptables (%s): %v", backend, err)
+		}
+		if backend != "legacy" {
+			for t := range r.Tables {
+				o.Covers = append(o.Covers, t)
+			}
+		}
+		o.Rulesets = append(o.Rulesets, r)
+		o.Serves = o.Serves || r.HasKubeProxy()
+	}
+	return o, nil
+}
+
+var _ netfilter.Ruleset = (*Rules)(nil)

@@ -1,13 +1,13 @@
 package ipvs_test
 
 import (
-	"encoding/json"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
@@ -30,11 +30,25 @@ func read(t *testing.T, name string) string {
 
 func loadSnapshot(t *testing.T, name string) *snapshot.Snapshot {
 	t.Helper()
-	var s snapshot.Snapshot
-	if err := json.Unmarshal([]byte(read(t, name)), &s); err != nil {
+	s, err := snapshot.Parse([]byte(read(t, name)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &s
+	return s
+}
+
+// stateOf is the IPVS table a snapshot holds.
+func stateOf(t *testing.T, s *snapshot.Snapshot) *ipvs.State {
+	t.Helper()
+	part := s.Part(dataplanes.IPVS)
+	if part == nil {
+		t.Fatalf("the snapshot has no IPVS table (missing: %v)", s.Missing)
+	}
+	st, err := ipvs.Decode(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // ipvsadm -Ln and the netlink dump describe the same table. ipvsadm sorts real servers for display; the
@@ -44,7 +58,7 @@ func TestListingAgreesWithNetlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dumped := loadSnapshot(t, "vm-snapshot.json").IPVS
+	dumped := stateOf(t, loadSnapshot(t, "vm-snapshot.json"))
 	key := func(v ipvs.VirtualServer) string {
 		var rs []string
 		for _, r := range v.RealServers {

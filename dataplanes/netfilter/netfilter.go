@@ -663,3 +663,12 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 	}
 	return r
 }
+
+// TraceTablePrefix starts the name of the nftables table `trace --verify` adds to a node to turn on tracing for
+// one flow (k8sguide-trace-PORT). Every engine leaves such tables out of the walk: the tracer's own rules never
+// appear in a prediction.
+const TraceTablePrefix = "k8sguide-trace"
+
+// XtablesTables are the tables iptables-nft and ip6tables-nft make in nf_tables (families ip and ip6): on a node
+// whose iptables rules are read with iptables-save, their rules belong to the iptables engine.
+var XtablesTables = []string{"filter", "nat", "mangle", "raw", "security"}

@@ -65,3 +65,12 @@ func dump(tr *trace.Trace) string {
 	}
 	return b.String()
 }
+
+// xtablesCovered is what the tracer hands Leave on a node whose iptables-nft tables the iptables engine walks.
+func xtablesCovered() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range netfilter.XtablesTables {
+		m[t] = true
+	}
+	return m
+}

@@ -8,15 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
 // Ruleset is a node's nftables ruleset as `nft -j list ruleset` (ParseRuleset) or `nft list ruleset`
 // (ParseText) reports it: tables with their chains, rules, sets and maps. It implements netfilter.Ruleset (see walk.go) for the tables of family ip and inet.
 type Ruleset struct {
 	Tables []*Table
-	// Skip names tables the walk leaves out ("nat", or "ip nat" for one family only): the caller fills it with
-	// the iptables-nft tables when the node runs iptables (another engine traces those) and with our own
-	// tracing table. SkipTables builds the usual set.
+	// Skip names tables the walk leaves out ("nat", or "ip nat" for one family only): the iptables-nft tables
+	// when the node runs iptables (another engine walks those) and our own tracing tables. Leave sets it as the
+	// tracer does.
 	Skip map[string]bool
 	// Version is the nft version that printed the ruleset, when its metainfo says.
 	Version string
@@ -24,23 +26,18 @@ type Ruleset struct {
 	Warnings []string
 }
 
-// TraceTable is the table k8sguide adds to a node to turn on nftrace for one flow.
-const TraceTable = "k8sguide-trace"
-
-// IptablesNFTTables are the tables iptables-nft makes; on a node that runs iptables they belong to the
-// iptables engine.
-var IptablesNFTTables = []string{"filter", "nat", "mangle", "raw", "security"}
-
-// SkipTables returns the usual skip set: our tracing table, plus the iptables-nft tables when the node
-// runs iptables.
-func SkipTables(iptables bool) map[string]bool {
-	s := map[string]bool{TraceTable: true}
-	if iptables {
-		for _, t := range IptablesNFTTables {
-			s[t] = true
+// Leave sets Skip as the walk of a node's ruleset needs it: the tables other engines walk already (covered:
+// "nat", or "ip nat" for one family only) and the tracing tables `trace --verify` adds.
+func (rs *Ruleset) Leave(covered map[string]bool) {
+	rs.Skip = map[string]bool{}
+	for t := range covered {
+		rs.Skip[t] = true
+	}
+	for _, t := range rs.Tables {
+		if strings.HasPrefix(t.Name, netfilter.TraceTablePrefix) {
+			rs.Skip[t.Name] = true
 		}
 	}
-	return s
 }
 
 // Table is one nftables table.

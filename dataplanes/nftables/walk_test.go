@@ -48,7 +48,7 @@ func wantReason(t *testing.T, p trace.Path, chain string, rule int, reason strin
 // and 10.244.1.3:80 on this node, 10.244.2.2:80 on t2-worker2.
 func t2Worker(t *testing.T) (*Ruleset, func(src, dst string, o netfilter.Origin) *trace.Trace) {
 	rs := loadFixture(t, "nftables-worker", true)
-	rs.Skip = SkipTables(false)
+	rs.Leave(nil)
 	st := nodeState(t, "nftables-worker")
 	return rs, func(src, dst string, o netfilter.Origin) *trace.Trace {
 		return walkFlow(t, rs, st, src, dst, "tcp", o)
@@ -212,7 +212,7 @@ func TestClusterIPWrongPort(t *testing.T) {
 // 30082); endpoints 10.244.1.2 and 10.244.1.3 on nfh1-worker, 10.244.2.2 on nfh1-worker2.
 func nfh1(t *testing.T, ruleset, node string) func(src, dst string, o netfilter.Origin) *trace.Trace {
 	rs := loadFixture(t, ruleset, true)
-	rs.Skip = SkipTables(false)
+	rs.Leave(nil)
 	st := nodeState(t, node)
 	return func(src, dst string, o netfilter.Origin) *trace.Trace { return walkFlow(t, rs, st, src, dst, "tcp", o) }
 }
@@ -357,7 +357,7 @@ func TestSkip(t *testing.T) {
 	if !names()["ip k8sguide-trace pre"] {
 		t.Errorf("without a skip set the tracing table walks: %v", names())
 	}
-	rs.Skip = SkipTables(true)
+	rs.Leave(xtablesCovered())
 	got := names()
 	if got["ip k8sguide-trace pre"] || !got["ip kube-proxy nat-prerouting"] || len(got) != 8 {
 		t.Errorf("with the skip set: %v", got)
@@ -407,7 +407,7 @@ func TestServiceFromChain(t *testing.T) {
 // TestConcurrentWalks: a parsed Ruleset is read-only during walks and may be shared (run with -race).
 func TestConcurrentWalks(t *testing.T) {
 	rs := loadFixture(t, "nfh1-worker", true)
-	rs.Skip = SkipTables(false)
+	rs.Leave(nil)
 	st := nodeState(t, "nfh1-worker")
 	done := make(chan int)
 	for i := 0; i < 4; i++ {

@@ -43,21 +43,39 @@ type Flow struct {
 
 // ParseFlow parses a Packet's addresses.
 func (p Packet) ParseFlow() (Flow, error) {
-	var f Flow
-	f.Proto = p.Proto
-	dst, err := netip.ParseAddrPort(p.Dst)
+	f := Flow{Proto: p.Proto}
+	dst, err := ParseDst(p.Dst)
 	if err != nil {
-		return f, fmt.Errorf("destination %q: want IP:PORT", p.Dst)
+		return f, fmt.Errorf("destination %v", err)
 	}
 	f.Dst, f.Dport = dst.Addr(), dst.Port()
-	if ap, err := netip.ParseAddrPort(p.Src); err == nil {
-		f.Src, f.Sport = ap.Addr(), ap.Port()
-	} else if a, err := netip.ParseAddr(p.Src); err == nil {
-		f.Src = a
-	} else {
-		return f, fmt.Errorf("source %q: want IP or IP:PORT", p.Src)
+	if f.Src, f.Sport, err = ParseSrc(p.Src); err != nil {
+		return f, fmt.Errorf("source %v", err)
 	}
 	return f, nil
+}
+
+// ParseDst reads a destination as --dst and a trace's packet give it: IPv4:PORT (the walk follows IPv4 rules).
+func ParseDst(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return ap, fmt.Errorf("%q: want IP:PORT, e.g. 172.18.0.3:30080", s)
+	}
+	if !ap.Addr().Is4() {
+		return ap, fmt.Errorf("%q: want IPv4:PORT, e.g. 172.18.0.3:30080", s)
+	}
+	return ap, nil
+}
+
+// ParseSrc reads a source as --src and a trace's packet give it: IPv4 or IPv4:PORT (port 0: any).
+func ParseSrc(s string) (netip.Addr, uint16, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Is4() {
+		return ap.Addr(), ap.Port(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+		return a, 0, nil
+	}
+	return netip.Addr{}, 0, fmt.Errorf("%q: want IPv4 or IPv4:PORT", s)
 }
 
 // Hop is one rule (or map lookup) the packet was evaluated against.

@@ -12,38 +12,30 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // TablePrefix starts the name of every tracing table; the tracer's own rules never appear in a prediction.
-const TablePrefix = "k8sguide-trace"
+const TablePrefix = netfilter.TraceTablePrefix
 
-// Flow selects the packets to trace.
-type Flow struct {
-	Src          netip.Addr // invalid: any source (packets the node makes itself)
-	Dst          netip.Addr
-	Sport, Dport uint16
-	Proto        string
-}
-
-// TableName is the tracing table for a flow; unique per source port so concurrent traces do not collide.
-func TableName(f Flow) string { return fmt.Sprintf("%s-%d", TablePrefix, f.Sport) }
+// TableName is the tracing table for a flow (its Src invalid: any source, as for packets the node makes itself); unique per source port so concurrent traces do not collide.
+func TableName(f trace.Flow) string { return fmt.Sprintf("%s-%d", TablePrefix, f.Sport) }
 
 // Ruleset is the nft script that creates the tracing table: trace the flow where packets enter
 // (prerouting) and where the node makes them (output), before conntrack and everything else; and a
 // marker rule the session uses to know the monitor is listening. A marker is traced in the table's own chains
 // only: it would otherwise report every chain of the node's output path, and a slow monitor (an emulated CPU)
 // fed markers faster than it prints them overflows its socket (ENOBUFS) and exits.
-func Ruleset(f Flow) string {
+func Ruleset(f trace.Flow) string {
 	match := fmt.Sprintf("ip daddr %s %s sport %d %s dport %d", f.Dst, f.Proto, f.Sport, f.Proto, f.Dport)
 	if f.Src.IsValid() {
 		match = fmt.Sprintf("ip saddr %s ", f.Src) + match
@@ -64,7 +56,7 @@ const (
 
 // Session is a running trace inside a node.
 type Session struct {
-	flow    Flow
+	flow    trace.Flow
 	monitor *exec.Cmd
 	mu      sync.Mutex
 	lines   []string
@@ -104,7 +96,7 @@ func (b *tailBuffer) lastLine() string {
 
 // Start creates the tracing table and starts the monitor (engine "iptables" uses xtables-monitor, anything
 // else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
-func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
+func Start(ctx context.Context, engine string, f trace.Flow) (*Session, error) {
 	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{}), markers: make(chan string, 64)}
 	if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
 		return nil, fmt.Errorf("adding the tracing table: %w", err)
@@ -116,7 +108,7 @@ func Start(ctx context.Context, engine string, f Flow) (*Session, error) {
 		argv = []string{"stdbuf", "-oL", "xtables-monitor", "--trace"}
 	}
 	s.monitor = exec.Command(argv[0], argv[1:]...)
-	s.monitor.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(s.monitor)
 	out, err := s.monitor.StdoutPipe()
 	if err != nil {
 		s.removeTable()
@@ -242,7 +234,7 @@ func (s *Session) removeTable() {
 }
 
 // RemoveTable deletes a flow's tracing table if it is there.
-func RemoveTable(ctx context.Context, f Flow) error {
+func RemoveTable(ctx context.Context, f trace.Flow) error {
 	err := nft(ctx, "", "delete", "table", "ip", TableName(f))
 	if err != nil && strings.Contains(err.Error(), "No such file") {
 		return nil
@@ -271,7 +263,7 @@ var (
 
 // ParseXtables reads `xtables-monitor --trace` output and returns the events of the flow's first packet
 // (the SYN, which is the only one nat rules see), without the tracing table's own events.
-func ParseXtables(lines []string, f Flow) []trace.KernelEvent {
+func ParseXtables(lines []string, f trace.Flow) []trace.KernelEvent {
 	lines = ownPackets(lines, xtID, func(l string) bool {
 		return strings.HasPrefix(l, "PACKET:") && strings.Contains(l, fmt.Sprintf(" SPORT=%d DPORT=", f.Sport)) &&
 			(!f.Src.IsValid() || strings.Contains(l, " SRC="+f.Src.String()+" "))
@@ -321,7 +313,7 @@ func ParseXtables(lines []string, f Flow) []trace.KernelEvent {
 }
 
 // ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
-func ParseNft(lines []string, f Flow) []trace.KernelEvent {
+func ParseNft(lines []string, f trace.Flow) []trace.KernelEvent {
 	lines = ownPackets(lines, nftID, func(l string) bool {
 		return strings.Contains(l, " packet: ") && strings.Contains(l, fmt.Sprintf(" %s sport %d ", f.Proto, f.Sport)) &&
 			(!f.Src.IsValid() || strings.Contains(l, " ip saddr "+f.Src.String()+" "))

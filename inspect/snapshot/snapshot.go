@@ -4,45 +4,96 @@ package snapshot
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
-	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
-	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
+	"github.com/k8sguide/k8sguide/dataplanes/nftables"
 )
 
-// Version names the snapshot format.
-const Version = "k8sguide.snapshot/v1"
+// Version names the snapshot format. v2 keeps each engine's part under engines, by dataplane name; v1 (until
+// November 2026) had a field per engine at the top level, which Parse still reads.
+const (
+	Version   = "k8sguide.snapshot/v2"
+	VersionV1 = "k8sguide.snapshot/v1"
+)
 
 // Snapshot is one node's dataplane state.
 type Snapshot struct {
-	Version   string    `json:"version"`
-	Node      string    `json:"node,omitempty"`
-	Lab       string    `json:"lab,omitempty"`
-	Dataplane string    `json:"dataplane,omitempty"` // what the lab says the node runs; "" when unknown
-	TakenAt   time.Time `json:"takenAt,omitzero"`
+	Version   string          `json:"version"`
+	Node      string          `json:"node,omitempty"`
+	Lab       string          `json:"lab,omitempty"`
+	Dataplane dataplanes.Name `json:"dataplane,omitempty"` // what the lab says the node runs; "" when unknown
+	TakenAt   time.Time       `json:"takenAt,omitzero"`
 
-	// Iptables holds `iptables-save -c` per backend ("nf_tables", "legacy") that has rules.
-	Iptables map[string]string `json:"iptables,omitempty"`
-	// NftablesText is `nft list ruleset`: the collector writes the text, without the tables iptables-nft
-	// made (NftablesOmitted names them; Iptables holds their rules). Nftables is `nft -j list ruleset`,
-	// which older snapshots carry (with `nft -a` text); a snapshot may hold either.
-	NftablesText    string          `json:"nftablesText,omitempty"`
-	NftablesOmitted []string        `json:"nftablesOmitted,omitempty"`
-	Nftables        json.RawMessage `json:"nftables,omitempty"`
-	// EBPF is Cilium's datapath on the node: its load-balancing and conntrack maps, the programs attached to
-	// the interfaces and their load-time constants.
-	EBPF *ebpf.State `json:"ebpf,omitempty"`
-	// IPVS is the node's IPVS table (kube-proxy's IPVS mode): virtual servers, real servers and the kernel's
-	// connection entries. Its ipsets are in Net.
-	IPVS *ipvs.State `json:"ipvs,omitempty"`
+	// Engines holds each engine's part, as that engine wrote it (see its Part type): iptables' dumps per
+	// backend, the nftables ruleset, the IPVS table, Cilium's maps.
+	Engines map[dataplanes.Name]json.RawMessage `json:"engines,omitempty"`
 
 	Net        netstate.State `json:"net"`
 	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`
 	// Missing says what could not be collected, and why.
 	Missing []string `json:"missing,omitempty"`
 }
+
+// Part is an engine's part, nil when the snapshot has none.
+func (s *Snapshot) Part(name dataplanes.Name) json.RawMessage { return s.Engines[name] }
+
+// v1 is the part of a k8sguide.snapshot/v1 document that v2 moved: the engines' parts, each at the top level.
+type v1 struct {
+	Iptables        json.RawMessage `json:"iptables"`
+	NftablesText    string          `json:"nftablesText"`
+	NftablesOmitted []string        `json:"nftablesOmitted"`
+	Nftables        json.RawMessage `json:"nftables"`
+	EBPF            json.RawMessage `json:"ebpf"`
+	IPVS            json.RawMessage `json:"ipvs"`
+}
+
+// Parse reads a snapshot document of either version. It returns ErrNotSnapshot for JSON that has no version (a
+// pasted dump, for the engines to sniff).
+func Parse(data []byte) (*Snapshot, error) {
+	var s Snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, err
+	}
+	switch s.Version {
+	case Version:
+		return &s, nil
+	case VersionV1:
+		var old v1
+		if err := json.Unmarshal(data, &old); err != nil {
+			return nil, err
+		}
+		s.Version, s.Engines = Version, map[dataplanes.Name]json.RawMessage{}
+		// The parts are what the v1 fields held: the same JSON, under the engine's name (nftables' three
+		// fields become its Part's).
+		keep := func(name dataplanes.Name, raw json.RawMessage) {
+			if len(raw) > 0 && string(raw) != "null" {
+				s.Engines[name] = raw
+			}
+		}
+		keep(dataplanes.IPTables, old.Iptables)
+		if old.NftablesText != "" || len(old.NftablesOmitted) > 0 || len(old.Nftables) > 0 {
+			raw, err := json.Marshal(nftables.Part{Text: old.NftablesText, Omitted: old.NftablesOmitted, JSON: old.Nftables})
+			if err != nil {
+				return nil, err
+			}
+			keep(dataplanes.NFTables, raw)
+		}
+		keep(dataplanes.IPVS, old.IPVS)
+		keep(dataplanes.EBPF, old.EBPF)
+		return &s, nil
+	case "":
+		return nil, ErrNotSnapshot
+	}
+	return nil, fmt.Errorf("snapshot version %s: this k8sguide reads %s and %s", s.Version, Version, VersionV1)
+}
+
+// ErrNotSnapshot says a JSON document is not a k8sguide snapshot.
+var ErrNotSnapshot = errors.New("not a k8sguide snapshot")
 
 // Kubernetes names what the rules point at.
 type Kubernetes struct {

@@ -2,12 +2,12 @@ package tracer
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 )
 
 // kernelKey is what a predicted hop and a kernel event must share to be the same step: table, chain and the
@@ -49,24 +49,25 @@ func withoutReturns(events []trace.KernelEvent) ([]trace.KernelEvent, bool) {
 }
 
 // kernelVisible are the hops the kernel's rule trace reports: rules that matched (they end with a verdict,
-// "continue" included) and policies. Rules that did not match leave no event, nor does IPVS, which is not a
-// rule table (its choice is compared with its connection entry instead). With returnsAsEvents (see
-// withoutReturns) RETURN rules are left out too.
-func kernelVisible(p trace.Path, returnsAsEvents bool) []trace.Hop {
+// "continue" included) and policies. Rules that did not match leave no event, nor do the hops an engine records
+// itself (IPVS is not a rule table: its choice is compared with its connection entry instead). With
+// returnsAsEvents (see withoutReturns) RETURN rules are left out too.
+func kernelVisible(p trace.Path, returnsAsEvents bool, recorded func(trace.Hop) bool) []trace.Hop {
 	var out []trace.Hop
 	for _, h := range p.Hops {
-		if h.Matched && h.Table != ipvs.Table && !(returnsAsEvents && h.Verdict == "return") {
+		if h.Matched && !recorded(h) && !(returnsAsEvents && h.Verdict == "return") {
 			out = append(out, h)
 		}
 	}
 	return out
 }
 
-// ruleEvents are the kernel's rule trace events, without the IPVS entry a verification adds.
-func ruleEvents(events []trace.KernelEvent) []trace.KernelEvent {
+// RuleEvents are the kernel's rule trace events, without the entries an engine's own record adds (see
+// dataplanes.Checker).
+func RuleEvents(events []trace.KernelEvent) []trace.KernelEvent {
 	var out []trace.KernelEvent
 	for _, e := range events {
-		if e.Table != ipvs.Table {
+		if e.Kind != "entry" {
 			out = append(out, e)
 		}
 	}
@@ -77,11 +78,17 @@ func ruleEvents(events []trace.KernelEvent) []trace.KernelEvent {
 func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connection) *trace.Verification {
 	v := &trace.Verification{Version: trace.VerificationVersion, Prediction: pred, Kernel: events, Connection: conn, Path: -1}
 	events, returns := withoutReturns(events)
+	recorded := func(trace.Hop) bool { return false }
+	if e, ok := engines.Get(dataplanes.Name(pred.Dataplane)); ok {
+		if c, ok := e.(dataplanes.Checker); ok {
+			recorded = c.Records
+		}
+	}
 	// Several paths can hit the same rules (nftables picks the endpoint inside one numgen rule): among the
 	// paths that fit the kernel's events, take the one to the pod that answered.
 	best, bestRank := -1, -1
 	for i, p := range pred.Paths {
-		hops := kernelVisible(p, returns)
+		hops := kernelVisible(p, returns, recorded)
 		score := 0
 		for score < len(hops) && score < len(events) && hopKey(hops[score]) == eventKey(events[score]) {
 			score++
@@ -90,7 +97,7 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 		if score == len(hops) && score == len(events) {
 			rank += 1 << 20
 		}
-		if answeredBy(p, conn) {
+		if trace.AnsweredBy(p, conn) {
 			rank += 2
 		}
 		if rank > bestRank {
@@ -104,7 +111,7 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 		return v
 	}
 	p := pred.Paths[best]
-	hops := kernelVisible(p, returns)
+	hops := kernelVisible(p, returns, recorded)
 	n := max(len(hops), len(events))
 	agree := len(hops) == len(events)
 	for i := 0; i < n; i++ {
@@ -132,7 +139,7 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 	if !agree {
 		v.Reasons = append(v.Reasons, "the kernel's rules differ from every predicted path")
 	}
-	if reason := outcomeMismatch(p, conn); reason != "" {
+	if reason := trace.OutcomeMismatch(p, conn); reason != "" {
 		agree = false
 		v.Reasons = append(v.Reasons, reason)
 	}
@@ -141,58 +148,4 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 		v.Result = "agree"
 	}
 	return v
-}
-
-func answeredBy(p trace.Path, c trace.Connection) bool {
-	return p.Endpoint != nil && c.Answered && c.Pod != "" && strings.HasSuffix(p.Endpoint.Pod, "/"+c.Pod)
-}
-
-// outcomeMismatch says how the connection's outcome contradicts the path, "" when it does not.
-func outcomeMismatch(p trace.Path, c trace.Connection) string {
-	switch p.Verdict {
-	case trace.Delivered:
-		if p.Reply != nil && p.Reply.Bypasses {
-			if c.Answered {
-				return fmt.Sprintf("the path says the reply bypasses the node and the connection fails, but %s answered", c.Pod)
-			}
-			return ""
-		}
-		if !c.Answered {
-			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
-		}
-		if p.Endpoint != nil && p.Endpoint.Pod != "" && !answeredBy(p, c) {
-			return fmt.Sprintf("the path leads to %s but %s answered", p.Endpoint.Pod, c.Pod)
-		}
-		if seen := clientIP(c.Client); p.SNAT != "" && seen != "" && p.SNAT != seen {
-			return fmt.Sprintf("the path says the pod sees source %s; it saw %s", p.SNAT, seen)
-		}
-	case trace.Rejected:
-		if c.Answered || !strings.Contains(c.Error, "refused") {
-			return fmt.Sprintf("the path rejects the packet; the connection: %s", describe(c))
-		}
-	case trace.Dropped:
-		if c.Answered || strings.Contains(c.Error, "refused") {
-			return fmt.Sprintf("the path drops the packet; the connection: %s", describe(c))
-		}
-	case trace.Local:
-		if c.Answered && c.Pod != "" {
-			return fmt.Sprintf("the path keeps the packet on the node, but pod %s answered", c.Pod)
-		}
-	}
-	return ""
-}
-
-func describe(c trace.Connection) string {
-	if c.Answered {
-		return "answered by " + c.Pod
-	}
-	return c.Error
-}
-
-// clientIP drops the port from the address a pod reports.
-func clientIP(s string) string {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().String()
-	}
-	return s
 }

@@ -5,24 +5,23 @@ package tracer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
-	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 
-	"github.com/k8sguide/k8sguide/dataplanes/iptables"
-	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
-	"github.com/k8sguide/k8sguide/dataplanes/nftables"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
-	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 )
 
@@ -40,60 +39,42 @@ type Request struct {
 	Sport uint16
 }
 
-// Load reads what `trace --snapshot` accepts: a k8sguide snapshot, `nft list ruleset` or
-// `nft -j list ruleset` output, an iptables-save dump (whole or a fragment), `iptables -L -n [-v]` listings
-// or `ipvsadm -Ln`. Raw rules say nothing about the node's addresses: local lists what the node owns (addrtype
-// LOCAL / fib daddr type local).
+// Load reads what `trace --snapshot` accepts: a k8sguide snapshot (either version), or a dump one of the engines
+// recognises (see each engine's Sniff: iptables-save whole or a fragment, `iptables -L -n [-v]` listings, `nft list
+// ruleset` or `nft -j list ruleset` output, `ipvsadm -Ln`). Raw dumps say nothing about the node's addresses: local
+// lists what the node owns (addrtype LOCAL / fib daddr type local).
 func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("the input is empty")
 	}
 	if trimmed[0] == '{' {
-		// One decode serves both: a snapshot has a version, and nft -j's top-level "nftables" array lands in
-		// the snapshot's field of the same name.
-		var s snapshot.Snapshot
-		if err := json.Unmarshal(trimmed, &s); err != nil {
-			return nil, fmt.Errorf("the input looks like JSON but does not parse as a snapshot or nft -j output: %v", err)
-		}
+		s, err := snapshot.Parse(trimmed)
 		switch {
-		case s.Version == snapshot.Version:
+		case err == nil:
 			if len(local) > 0 {
 				s.Net = netstate.FromLocalAddresses(local)
 			}
-			return &s, nil
-		case s.Version != "":
-			return nil, fmt.Errorf("snapshot version %s: this k8sguide reads %s", s.Version, snapshot.Version)
-		case len(s.Nftables) > 0:
-			if _, err := nftables.ParseRuleset(trimmed, ""); err != nil {
-				return nil, fmt.Errorf("nft -j ruleset: %v", err)
-			}
-			return &snapshot.Snapshot{Version: snapshot.Version, Nftables: json.RawMessage(trimmed), Net: netstate.FromLocalAddresses(local)}, nil
+			return s, nil
+		case errors.Is(err, snapshot.ErrNotSnapshot):
+		case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
+			return nil, fmt.Errorf("the input looks like JSON but does not parse as a snapshot or nft -j output: %v", err)
+		default:
+			return nil, err
 		}
-		return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 	}
-	text := string(data)
-	if ipvs.IsList(text) {
-		st, err := ipvs.ParseList(text)
+	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
+	for _, e := range sniffers {
+		part, ok, err := e.Sniff(data)
+		if !ok {
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("ipvsadm -Ln: %v", err)
+			return nil, err
 		}
-		return &snapshot.Snapshot{Version: snapshot.Version, IPVS: st, Dataplane: string(dataplanes.IPVS), Net: netstate.FromLocalAddresses(local)}, nil
+		return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): part}, Net: netstate.FromLocalAddresses(local)}, nil
 	}
-	if looksLikeNft(text) {
-		if _, err := nftables.ParseText(text); err != nil {
-			return nil, fmt.Errorf("nft list ruleset: %v", err)
-		}
-		return &snapshot.Snapshot{Version: snapshot.Version, NftablesText: text, Net: netstate.FromLocalAddresses(local)}, nil
-	}
-	if iptables.IsListing(text) {
-		if _, err := iptables.ParseListing(text, ""); err != nil {
-			return nil, fmt.Errorf("iptables listing: %v", err)
-		}
-	} else if _, err := iptables.ParseSave(text); err != nil {
-		return nil, fmt.Errorf("iptables-save input: %v", err)
-	}
-	return &snapshot.Snapshot{Version: snapshot.Version, Iptables: map[string]string{"input": text}, Net: netstate.FromLocalAddresses(local)}, nil
+	return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 }
 
 // LoadFile is Load of a file, or of in when path is "-" (what `--snapshot FILE` reads); a parse error names
@@ -116,88 +97,52 @@ func LoadFile(path string, in io.Reader, local []netip.Addr) (*snapshot.Snapshot
 	return s, nil
 }
 
-// looksLikeNft says whether text is `nft list` output: its first line that is not a comment opens a table.
-func looksLikeNft(text string) bool {
-	for _, l := range strings.Split(text, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		return strings.HasPrefix(l, "table ")
-	}
-	return false
+// opened is a snapshot's engines, ready for the walk.
+type opened struct {
+	dataplane dataplanes.Name
+	rulesets  []netfilter.Ruleset
+	walker    dataplanes.PacketWalker
 }
 
-// rulesets builds the engines present in the snapshot. iptables-nft tables are also nf_tables tables: the
-// nftables engine skips the ones the iptables view already covers, and the tracer's own tracing table.
-func rulesets(s *snapshot.Snapshot) ([]netfilter.Ruleset, string, error) {
-	var out []netfilter.Ruleset
-	dataplane := s.Dataplane
-	skip := map[string]bool{}
-	for _, backend := range []string{"nf_tables", "legacy", "input"} {
-		text, ok := s.Iptables[backend]
-		if !ok {
+// open opens every engine part of the snapshot, in the engines' order, and names the node's dataplane: the one the
+// snapshot says, else the first engine whose part serves Services, unless a later one supersedes it (IPVS keeps
+// kube-proxy's rules in iptables).
+func open(s *snapshot.Snapshot) (*opened, error) {
+	o := &opened{dataplane: s.Dataplane}
+	covered := map[string]bool{}
+	walkers := map[dataplanes.Name]dataplanes.PacketWalker{}
+	for _, e := range engines.All {
+		part := s.Part(e.Name())
+		if part == nil {
 			continue
 		}
-		var r *iptables.Rules
-		var err error
-		if iptables.IsListing(text) {
-			r, err = iptables.ParseListing(text, "")
-		} else {
-			r, err = iptables.ParseSave(text)
-		}
+		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered)})
 		if err != nil {
-			return nil, "", fmt.Errorf("iptables (%s): %v", backend, err)
+			return nil, err
 		}
-		if backend != "legacy" {
-			for t := range r.Tables {
-				skip[t] = true
-			}
+		for _, t := range op.Covers {
+			covered[t] = true
 		}
-		out = append(out, r)
-		if dataplane == "" && r.HasKubeProxy() {
-			dataplane = "iptables"
+		o.rulesets = append(o.rulesets, op.Rulesets...)
+		if op.Walker != nil {
+			walkers[e.Name()] = op.Walker
 		}
-	}
-	if len(s.Nftables) > 0 || s.NftablesText != "" {
-		var rs *nftables.Ruleset
-		var err error
-		if len(s.Nftables) > 0 {
-			rs, err = nftables.ParseRuleset(s.Nftables, s.NftablesText)
-		} else {
-			rs, err = nftables.ParseText(s.NftablesText)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("nftables: %v", err)
-		}
-		for _, t := range rs.Tables {
-			if strings.HasPrefix(t.Name, kerneltrace.TablePrefix) {
-				skip[t.Name] = true
-			}
-		}
-		rs.Skip = skip
-		out = append(out, rs)
-		if dataplane == "" && rs.Table("ip", "kube-proxy") != nil {
-			dataplane = "nftables"
+		if op.Serves && (o.dataplane == "" || slices.Contains(op.Supersedes, o.dataplane)) {
+			o.dataplane = e.Name()
 		}
 	}
-	if s.IPVS != nil {
-		out = append(out, &ipvs.Ruleset{State: s.IPVS})
-		if dataplane == "" || dataplane == string(dataplanes.IPTables) {
-			dataplane = string(dataplanes.IPVS)
-		}
+	o.walker = walkers[o.dataplane]
+	if o.walker == nil && len(o.rulesets) == 0 {
+		return nil, fmt.Errorf("the snapshot holds no iptables or nftables rules or IPVS table")
 	}
-	if len(out) == 0 {
-		return nil, "", fmt.Errorf("the snapshot holds no iptables or nftables rules or IPVS table")
-	}
-	return out, dataplane, nil
+	return o, nil
 }
 
 // Trace walks the request's packet through the snapshot's node.
 func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
-	dst, err := netip.ParseAddrPort(req.Dst)
-	if err != nil || !dst.Addr().Is4() {
-		return nil, fmt.Errorf("--dst %q: want IPv4:PORT, e.g. 172.18.0.3:30080", req.Dst)
+	dst, err := trace.ParseDst(req.Dst)
+	if err != nil {
+		return nil, fmt.Errorf("--dst %v", err)
 	}
 	proto := strings.ToLower(req.Proto)
 	if proto == "" {
@@ -232,12 +177,8 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 		return nil, fmt.Errorf("--from %q: want client, node or pod/NAME", from)
 	}
 	if req.Src != "" {
-		if ap, err := netip.ParseAddrPort(req.Src); err == nil && ap.Addr().Is4() {
-			flow.Src, flow.Sport = ap.Addr(), ap.Port()
-		} else if a, err := netip.ParseAddr(req.Src); err == nil && a.Is4() {
-			flow.Src = a
-		} else {
-			return nil, fmt.Errorf("--src %q: want IPv4 or IPv4:PORT", req.Src)
+		if flow.Src, flow.Sport, err = trace.ParseSrc(req.Src); err != nil {
+			return nil, fmt.Errorf("--src %v", err)
 		}
 	}
 	if req.Sport != 0 && flow.Sport == 0 {
@@ -253,20 +194,25 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 			origin.Iif = "eth0"
 		}
 	}
-	if s.EBPF != nil && (s.Dataplane == string(dataplanes.EBPF) || s.Dataplane == "" && s.Iptables == nil && s.NftablesText == "" && len(s.Nftables) == 0) {
-		return traceEBPF(s, flow, from, origin)
-	}
-	rs, dataplane, err := rulesets(s)
+	o, err := open(s)
 	if err != nil {
 		return nil, err
 	}
-	t := &trace.Trace{Dataplane: dataplane, Node: s.Node, Packet: trace.Packet{
+	t := &trace.Trace{Dataplane: string(o.dataplane), Node: s.Node, Packet: trace.Packet{
 		Src: srcString(flow), Dst: dst.String(), Proto: proto, From: from, InIface: origin.Iif}}
 	var names netfilter.Names
 	if s.Kubernetes != nil {
 		names = s.PodByIP
 	}
-	t.Paths, t.Notes, t.Conntrack = netfilter.Run(rs, &s.Net, flow, origin, names)
+	if o.walker != nil {
+		if t.Paths, t.Notes, t.Conntrack, err = o.walker.Walk(flow, origin.Iif, origin.FromNode, names); err != nil {
+			return nil, err
+		}
+		t.Finish()
+		t.Service = qualifyService(s, t.Service, flow)
+		return t, nil
+	}
+	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, &s.Net, flow, origin, names)
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Finish()
@@ -302,28 +248,6 @@ func serviceAt(s *snapshot.Snapshot, f trace.Flow) string {
 		}
 	}
 	return ""
-}
-
-// traceEBPF walks Cilium's maps. bpf_host's cil_from_netdev sees packets that arrive on an interface it is
-// attached to; a packet the node makes itself reaches Cilium's load-balancer only through the socket LB
-// (bpf_sock), which this datapath does not load.
-func traceEBPF(s *snapshot.Snapshot, flow trace.Flow, from string, origin netfilter.Origin) (*trace.Trace, error) {
-	t := &trace.Trace{Dataplane: string(dataplanes.EBPF), Node: s.Node, Packet: trace.Packet{
-		Src: srcString(flow), Dst: netip.AddrPortFrom(flow.Dst, flow.Dport).String(), Proto: flow.Proto, From: from, InIface: origin.Iif}}
-	if origin.FromNode {
-		return nil, fmt.Errorf("--from node: on an ebpf node a packet the node makes goes to Cilium's load-balancer only through the socket LB (bpf_sock), which this datapath does not load; trace from the client or a pod")
-	}
-	var names func(netip.Addr) (string, string)
-	if s.Kubernetes != nil {
-		names = s.PodByIP
-	}
-	t.Paths, t.Notes, t.Conntrack = ebpf.WalkFrom(s.EBPF, flow, origin.Iif, names)
-	if len(t.Paths) == 0 {
-		return nil, fmt.Errorf("the Cilium maps of %s gave no path for %s", s.Node, t.Packet.Dst)
-	}
-	t.Finish()
-	t.Service = qualifyService(s, t.Service, flow)
-	return t, nil
 }
 
 func srcString(f trace.Flow) string {

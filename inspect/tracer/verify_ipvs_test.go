@@ -1,15 +1,16 @@
 package tracer
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
-	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // The IPVS part of --verify on the snapshots TestGuestNodePort captured in the IPVS test VM
@@ -42,7 +43,7 @@ func TestCompareIPVS(t *testing.T) {
 			// The rule trace the kernel would report for every path (they share their rules), so that only
 			// IPVS's part can disagree.
 			var events []trace.KernelEvent
-			for _, h := range kernelVisible(pred.Paths[0], false) {
+			for _, h := range kernelVisible(pred.Paths[0], false, ipvs.Engine{}.Records) {
 				e := trace.KernelEvent{Table: h.Table, Chain: h.Chain, Kind: "rule", Text: h.Text}
 				if h.Rule == 0 {
 					e.Kind, e.Verdict = "policy", strings.TrimPrefix(h.Verdict, "policy ")
@@ -53,7 +54,7 @@ func TestCompareIPVS(t *testing.T) {
 			if v.Result != "agree" {
 				t.Fatalf("the rules alone: %s %v", v.Result, v.Reasons)
 			}
-			compareIPVS(v, after, flow, c.current)
+			ipvs.Engine{}.Check(v, after.Part(dataplanes.IPVS), flow, c.current)
 			want := "agree"
 			if c.reason != "" {
 				want = "disagree"
@@ -61,7 +62,7 @@ func TestCompareIPVS(t *testing.T) {
 			if v.Result != want || c.reason != "" && !contains(v.Reasons, c.reason) {
 				t.Fatalf("result %s, reasons %q; want %s with %q", v.Result, v.Reasons, want, c.reason)
 			}
-			if c.kernelTo != "" && (len(ruleEvents(v.Kernel)) != len(v.Kernel)-1 || v.Kernel[len(v.Kernel)-1].Verdict != "real server "+c.kernelTo) {
+			if c.kernelTo != "" && (len(RuleEvents(v.Kernel)) != len(v.Kernel)-1 || v.Kernel[len(v.Kernel)-1].Verdict != "real server "+c.kernelTo) {
 				t.Fatalf("kernel events %+v: want the IPVS entry to %s last", v.Kernel, c.kernelTo)
 			}
 		})
@@ -73,7 +74,7 @@ func TestCompareIPVS(t *testing.T) {
 	}
 	flow, _ := pred.Packet.ParseFlow()
 	v := Compare(pred, nil, trace.Connection{Error: "i/o timeout"})
-	compareIPVS(v, after, flow, false)
+	ipvs.Engine{}.Check(v, after.Part(dataplanes.IPVS), flow, false)
 	if v.Path < 0 || pred.Paths[v.Path].Endpoint.Addr() != "10.244.0.2:8080" {
 		t.Errorf("unanswered connection: path %d, want the one to 10.244.0.2:8080, IPVS's entry", v.Path)
 	}
@@ -93,7 +94,7 @@ func TestCompareIPVSRulesWithVMTrace(t *testing.T) {
 	}
 	flow, _ := pred.Packet.ParseFlow()
 	flow.Proto = "tcp"
-	events := kerneltrace.ParseXtables(strings.Split(string(data), "\n"), kerneltrace.Flow{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: "tcp"})
+	events := kerneltrace.ParseXtables(strings.Split(string(data), "\n"), trace.Flow{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: "tcp"})
 	if _, returns := withoutReturns(events); !returns {
 		t.Fatalf("a 6.1 kernel's trace without return events: %+v", events)
 	}
@@ -132,9 +133,9 @@ func vmSnapshot(t *testing.T, name string) *snapshot.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s snapshot.Snapshot
-	if err := json.Unmarshal(data, &s); err != nil {
+	s, err := snapshot.Parse(data)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &s
+	return s
 }

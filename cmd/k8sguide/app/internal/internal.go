@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/netip"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/spf13/cobra"
@@ -86,14 +86,14 @@ func kernelTrace(streams lab.Streams) *cobra.Command {
 		Use:  "kernel-trace",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := netip.ParseAddrPort(dst)
+			d, err := trace.ParseDst(dst)
 			if err != nil {
-				return fmt.Errorf("--dst %q: %v", dst, err)
+				return fmt.Errorf("--dst %v", err)
 			}
-			f := kerneltrace.Flow{Dst: d.Addr(), Dport: d.Port(), Sport: uint16(sport), Proto: "tcp"}
+			f := trace.Flow{Dst: d.Addr(), Dport: d.Port(), Sport: uint16(sport), Proto: "tcp"}
 			if src != "" {
-				if f.Src, err = netip.ParseAddr(src); err != nil {
-					return fmt.Errorf("--src %q: %v", src, err)
+				if f.Src, _, err = trace.ParseSrc(src); err != nil {
+					return fmt.Errorf("--src %v", err)
 				}
 			}
 			ctx := cmd.Context()

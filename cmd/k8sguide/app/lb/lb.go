@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
-	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -51,7 +50,7 @@ func runList(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if f.Output != "table" && f.Output != "wide" {
 		return fmt.Errorf("--output %q: want table or wide", f.Output)
 	}
-	st, err := tracer.CiliumMaps(cmd.Context(), tracer.MapsSource{BPFFS: f.BPFFS, Snapshot: f.Snapshot, In: streams.In, Lab: f.Name, Node: f.Node})
+	st, err := ciliumMaps(cmd.Context(), mapsSource{bpffs: f.BPFFS, snapshot: f.Snapshot, in: streams.In, lab: f.Name, node: f.Node})
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
@@ -32,7 +32,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := tracer.Snapshot(cmd.Context(), p, f.Name, f.Node)
+			s, err := live.Snapshot(cmd.Context(), p, f.Name, f.Node)
 			if err != nil {
 				return err
 			}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/k8sguide/k8sguide/inspect/render"
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -38,8 +39,8 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				return fmt.Errorf("--dst IP:PORT is required (or --service NAME with --node NODE on a live lab)")
 			}
 			if f.Dst != "" {
-				if _, err := netip.ParseAddrPort(f.Dst); err != nil {
-					return fmt.Errorf("--dst %q: want IP:PORT, e.g. 172.18.0.3:30080", f.Dst)
+				if _, err := ktrace.ParseDst(f.Dst); err != nil {
+					return fmt.Errorf("--dst %v", err)
 				}
 			}
 			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From}
@@ -61,7 +62,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				return err
 			}
 			if f.Dst == "" {
-				if req.Dst, err = tracer.NodePortDst(cmd.Context(), p, f.Name, f.Node, f.Service); err != nil {
+				if req.Dst, err = live.NodePortDst(cmd.Context(), p, f.Name, f.Node, f.Service); err != nil {
 					return err
 				}
 				f.Dst = req.Dst
@@ -74,7 +75,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			if f.Verify {
-				v, err := tracer.Verify(ctx, p, f.Name, node, req)
+				v, err := live.Verify(ctx, p, f.Name, node, req)
 				if err != nil {
 					return err
 				}
@@ -93,7 +94,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				}
 				return nil
 			}
-			s, err := tracer.Snapshot(ctx, p, f.Name, node)
+			s, err := live.Snapshot(ctx, p, f.Name, node)
 			if err != nil {
 				return err
 			}

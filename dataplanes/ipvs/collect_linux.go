@@ -1,6 +1,8 @@
 package ipvs
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +10,8 @@ import (
 	"os"
 
 	libipvs "github.com/moby/ipvs"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
 )
 
 // svcPersistent is IP_VS_SVC_F_PERSISTENT (include/uapi/linux/ip_vs.h).
@@ -15,6 +19,19 @@ const svcPersistent = 0x1
 
 // procConnections is the kernel's table of IPVS connection entries.
 const procConnections = "/proc/net/ip_vs_conn"
+
+// Collect reads the IPVS table, where the kernel has IPVS (its absence is not missing: most nodes have none).
+func (Engine) Collect(_ context.Context, _ dataplanes.CollectOptions) (dataplanes.Part, error) {
+	st, err := Collect()
+	switch {
+	case errors.Is(err, ErrNoIPVS), err == nil && st == nil:
+		return dataplanes.Part{}, nil
+	case err != nil:
+		return dataplanes.Part{}, fmt.Errorf("IPVS table: %v", err)
+	}
+	data, err := json.Marshal(st)
+	return dataplanes.Part{Data: data}, err
+}
 
 // ErrNoIPVS says the namespace's kernel has no IPVS: there is nothing to collect.
 var ErrNoIPVS = errors.New("no IPVS in this kernel")

@@ -1,4 +1,4 @@
-package snapshot
+package nftables
 
 import (
 	"encoding/binary"

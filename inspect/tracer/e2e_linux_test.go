@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/iptables"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/nftables"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -136,30 +139,35 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var snap struct {
-			Iptables        map[string]string `json:"iptables"`
-			NftablesText    string            `json:"nftablesText"`
-			NftablesOmitted []string          `json:"nftablesOmitted"`
-			IPVS            *ipvs.State       `json:"ipvs"`
-		}
-		if err := json.Unmarshal(data, &snap); err != nil {
+		snap, err := snapshot.Parse(data)
+		if err != nil {
 			t.Fatal(err)
+		}
+		var rules iptables.Part
+		var ruleset nftables.Part
+		var state *ipvs.State
+		for name, part := range map[dataplanes.Name]any{dataplanes.IPTables: &rules, dataplanes.NFTables: &ruleset, dataplanes.IPVS: &state} {
+			if raw := snap.Part(name); raw != nil {
+				if err := json.Unmarshal(raw, part); err != nil {
+					t.Fatalf("the snapshot's %s part: %v", name, err)
+				}
+			}
 		}
 		switch d {
 		case dataplanes.IPVS:
 			// The NodePort's virtual server on the worker's address, and kube-proxy's ipvs-mode rules.
-			if snap.IPVS == nil || snap.IPVS.Find("tcp", netip.MustParseAddr(nodeIP(t, name, worker)), uint16(mustAtoi(t, np)), 0) == nil ||
-				!strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT") {
-				t.Errorf("ipvs node: no virtual server for the NodePort, or no KUBE-NODE-PORT jump: ipvs %+v", snap.IPVS)
+			if state == nil || state.Find("tcp", netip.MustParseAddr(nodeIP(t, name, worker)), uint16(mustAtoi(t, np)), 0) == nil ||
+				!strings.Contains(rules["nf_tables"], "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT") {
+				t.Errorf("ipvs node: no virtual server for the NodePort, or no KUBE-NODE-PORT jump: ipvs %+v", state)
 			}
 		case dataplanes.NFTables:
-			if !strings.Contains(snap.NftablesText, "table ip kube-proxy {") || len(snap.NftablesOmitted) != 0 {
-				t.Errorf("nftables node: snapshot lacks the kube-proxy table or omits %v", snap.NftablesOmitted)
+			if !strings.Contains(ruleset.Text, "table ip kube-proxy {") || len(ruleset.Omitted) != 0 {
+				t.Errorf("nftables node: snapshot lacks the kube-proxy table or omits %v", ruleset.Omitted)
 			}
 		default:
-			if !strings.Contains(snap.Iptables["nf_tables"], "-A KUBE-NODEPORTS") || strings.Contains(snap.NftablesText, "table ip nat") ||
-				!slices.Contains(snap.NftablesOmitted, "ip nat") {
-				t.Errorf("iptables node: iptables rules missing, or iptables-nft's tables listed twice (omitted %v)", snap.NftablesOmitted)
+			if !strings.Contains(rules["nf_tables"], "-A KUBE-NODEPORTS") || strings.Contains(ruleset.Text, "table ip nat") ||
+				!slices.Contains(ruleset.Omitted, "ip nat") {
+				t.Errorf("iptables node: iptables rules missing, or iptables-nft's tables listed twice (omitted %v)", ruleset.Omitted)
 			}
 		}
 		dst := nodeIP(t, name, worker) + ":" + np

@@ -1,51 +1,27 @@
-package tracer
+package ipvs
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
-	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
-	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
-	"github.com/k8sguide/k8sguide/lab"
 )
+
+// Records says which hops IPVS records itself: its scheduling, which the kernel's rule trace does not report
+// (IPVS is not a rule table); Check compares it with the connection entry instead.
+func (Engine) Records(h trace.Hop) bool { return h.Table == Table }
 
 // IPVS schedules in its own netfilter hooks, which the kernel's rule trace does not report. The rules around it
 // are compared with the trace events as on an iptables node; its choice is compared with the connection entry
 // IPVS made for the flow (/proc/net/ip_vs_conn: client, virtual address, real server), its own record of the
 // choice, as Cilium's conntrack entry is for ebpf.
 
-// settleIPVS returns a snapshot whose IPVS counters are current, and whether it found one. The counters round
-// robin's turn is read from are refreshed every ipvs.EstimatorPeriod, so a snapshot taken just after another
-// connection (nodeport's reachability check, an earlier --verify) would put the turn one server off; two reads
-// an estimator period apart that agree show every connection made before the first. A lab that never goes
-// quiet for that long gives up after a few tries: the turn is then not checked.
-func settleIPVS(ctx context.Context, p lab.Provider, name, node string, snap *snapshot.Snapshot) (*snapshot.Snapshot, bool, error) {
-	for range 4 {
-		select {
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-time.After(ipvs.EstimatorPeriod + 200*time.Millisecond):
-		}
-		next, err := Snapshot(ctx, p, name, node)
-		if err != nil {
-			return nil, false, err
-		}
-		if ipvs.SameCounters(snap.IPVS, next.IPVS) {
-			return next, true, nil
-		}
-		snap = next
-	}
-	return snap, false, nil
-}
-
-// compareIPVS adds IPVS's record of the flow to a verification of the rules: the entry must name the real server
-// of the path the connection took, and, when the prediction gave round robin's turn from current counters, the
-// server it said was next.
-func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flow, turnsCurrent bool) {
+// Check adds IPVS's record of the flow to a verification of the rules: the entry must name the real server of the
+// path the connection took, and, when the prediction gave round robin's turn from settled counters, the server it
+// said was next.
+func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow, turnsCurrent bool) {
 	defer func() {
 		if len(v.Reasons) > 0 {
 			v.Result = "disagree"
@@ -53,10 +29,10 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 	}()
 	pred := v.Prediction
 	virtual := netip.AddrPortFrom(flow.Dst, flow.Dport)
-	var entry *ipvs.Connection
-	if after.IPVS != nil {
-		for i := range after.IPVS.Connections {
-			c := &after.IPVS.Connections[i]
+	var entry *Connection
+	if after, err := Decode(part); err == nil && len(part) > 0 {
+		for i := range after.Connections {
+			c := &after.Connections[i]
 			// The client's port is the one the connection was made from; its address is the one the node
 			// chose for it, which the prediction also says.
 			if strings.EqualFold(c.Protocol, flow.Proto) && c.Virtual == virtual && c.Client.Port() == flow.Sport {
@@ -73,14 +49,14 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 	viaIPVS := false
 	for _, p := range pred.Paths {
 		for _, h := range p.Hops {
-			viaIPVS = viaIPVS || h.Table == ipvs.Table && h.Matched && h.Verdict != ""
+			viaIPVS = viaIPVS || h.Table == Table && h.Matched && h.Verdict != ""
 		}
 	}
 	predicted := func(p trace.Path) string {
 		if p.Endpoint == nil {
 			return p.Verdict
 		}
-		s := "ipvs -> " + predictedEndpoint(p)
+		s := "ipvs -> " + trace.PredictedEndpoint(p)
 		if p.Endpoint.Turn > 0 {
 			s += fmt.Sprintf(" turn %d", p.Endpoint.Turn)
 		}
@@ -96,7 +72,7 @@ func compareIPVS(v *trace.Verification, after *snapshot.Snapshot, flow trace.Flo
 		v.Rows = append(v.Rows, trace.Row{Predicted: "an IPVS real server", Kernel: "(no IPVS connection entry)"})
 		return
 	}
-	ev := trace.KernelEvent{Table: ipvs.Table, Chain: "ip_vs_conn", Kind: "entry",
+	ev := trace.KernelEvent{Table: Table, Chain: "ip_vs_conn", Kind: "entry",
 		Text:    fmt.Sprintf("%s %s -> %s -> %s %s", entry.Protocol, entry.Client, entry.Virtual, entry.Dest, entry.State),
 		Verdict: "real server " + entry.Dest.String()}
 	v.Kernel = append(v.Kernel, ev)

@@ -1,13 +1,14 @@
-package tracer
+// Package live reads a running lab's nodes: snapshots taken inside a node, the NodePort of a Service, and
+// `trace --verify`, which makes a real connection and compares the kernel's record of it with the offline
+// trace's prediction. It needs a lab.Provider; the command line chooses which.
+package live
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -49,8 +50,8 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	}()
 	var out, errb bytes.Buffer
 	argv := []string{exe, "internal", "collect"}
-	if st.Dataplane == dataplanes.EBPF {
-		argv = append(argv, "--bpffs", st.CiliumMaps(node))
+	if maps := st.CiliumMaps(node); maps != "" {
+		argv = append(argv, "--bpffs", maps)
 	}
 	err = p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb})
 	<-names
@@ -60,16 +61,16 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		}
 		return nil, fmt.Errorf("collecting %s: %w", node, err)
 	}
-	var s snapshot.Snapshot
-	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+	s, err := snapshot.Parse(out.Bytes())
+	if err != nil {
 		return nil, fmt.Errorf("collecting %s: unreadable collector output: %v", node, err)
 	}
-	s.Node, s.Lab, s.Dataplane = node, name, string(st.Dataplane)
+	s.Node, s.Lab, s.Dataplane = node, name, st.Dataplane
 	if kerr != nil {
 		return nil, kerr
 	}
 	s.Kubernetes = k
-	return &s, nil
+	return s, nil
 }
 
 func lastLine(s string) string {

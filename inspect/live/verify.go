@@ -1,4 +1,4 @@
-package tracer
+package live
 
 import (
 	"bufio"
@@ -13,9 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -29,7 +33,7 @@ import (
 // heavy load have lost a flow's events that way), since it then cannot be compared; and when the connection
 // was answered but the monitor reported no event at all for it (the tracing table's own rule reports every
 // packet of the flow, so that is the monitor's failure, not the dataplane's answer).
-func Verify(ctx context.Context, p lab.Provider, name, node string, req Request) (*trace.Verification, error) {
+func Verify(ctx context.Context, p lab.Provider, name, node string, req tracer.Request) (*trace.Verification, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := verifyOnce(ctx, p, name, node, req)
 		if attempt == 3 {
@@ -42,14 +46,15 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req Request)
 			return v, err
 		}
 		bindFailed := strings.Contains(v.Connection.Error, "address already in use")
-		missedByMonitor := v.Connection.Answered && len(ruleEvents(v.Kernel)) == 0 && v.Prediction.Dataplane != string(dataplanes.EBPF)
+		_, monitored := monitorOf(v.Prediction)
+		missedByMonitor := v.Connection.Answered && len(tracer.RuleEvents(v.Kernel)) == 0 && monitored
 		if !bindFailed && !missedByMonitor {
 			return v, nil
 		}
 	}
 }
 
-func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Request) (v *trace.Verification, err error) {
+func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req tracer.Request) (v *trace.Verification, err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted; the tracing rules were removed")
@@ -62,10 +67,12 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	if err != nil {
 		return nil, err
 	}
-	turnsCurrent := false
-	if snap.IPVS != nil {
-		if snap, turnsCurrent, err = settleIPVS(ctx, p, name, node, snap); err != nil {
-			return nil, err
+	settled := map[dataplanes.Name]bool{}
+	for _, e := range engines.All {
+		if st, ok := e.(dataplanes.Settler); ok && snap.Part(e.Name()) != nil {
+			if snap, settled[e.Name()], err = settle(ctx, p, name, node, snap, e.Name(), st); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var source string
@@ -74,23 +81,79 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 		return nil, err
 	}
 	var pred *trace.Trace
-	pred, err = Trace(snap, req)
+	pred, err = tracer.Trace(snap, req)
 	if err != nil {
 		return nil, err
 	}
-	if pred.Dataplane == string(dataplanes.EBPF) {
-		return verifyEBPF(ctx, p, name, node, source, pred)
-	}
 	flow, _ := pred.Packet.ParseFlow()
-	kf := kerneltrace.Flow{Dst: flow.Dst, Dport: flow.Dport, Sport: flow.Sport, Proto: "tcp"}
+	if monitor, ok := monitorOf(pred); ok {
+		v, err = traceRules(ctx, p, name, node, source, pred, monitor)
+	} else {
+		// No rule trace for this engine: its own record of the choice (Check, below) is what the prediction
+		// is compared with.
+		v = &trace.Verification{Version: trace.VerificationVersion, Prediction: pred, Connection: connect(ctx, p, name, source, pred.Packet.Dst, int(flow.Sport)), Path: -1}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := engines.Get(dataplanes.Name(pred.Dataplane)); ok {
+		if c, ok := e.(dataplanes.Checker); ok {
+			after, err := Snapshot(ctx, p, name, node)
+			if err != nil {
+				return nil, err
+			}
+			c.Check(v, after.Part(e.Name()), flow, settled[e.Name()])
+		}
+	}
+	return v, nil
+}
+
+// monitorOf is the kernel monitor that reports the rules of the prediction's dataplane, if it has one.
+func monitorOf(pred *trace.Trace) (string, bool) {
+	e, ok := engines.Get(dataplanes.Name(pred.Dataplane))
+	if !ok {
+		return "", false
+	}
+	m, ok := e.(dataplanes.Monitor)
+	if !ok {
+		return "", false
+	}
+	return m.Monitor(), true
+}
+
+// settle returns a snapshot whose engine counters are current, and whether it found one. An engine such as IPVS
+// refreshes the counters a prediction is read from (round robin's turn) every Period, so a snapshot taken just
+// after another connection (nodeport's reachability check, an earlier --verify) would put the turn one server
+// off; two reads a period apart that agree show every connection made before the first. A lab that never goes
+// quiet for that long gives up after a few tries: the turn is then not checked.
+func settle(ctx context.Context, p lab.Provider, name, node string, snap *snapshot.Snapshot, engine dataplanes.Name, st dataplanes.Settler) (*snapshot.Snapshot, bool, error) {
+	for range 4 {
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(st.Period() + 200*time.Millisecond):
+		}
+		next, err := Snapshot(ctx, p, name, node)
+		if err != nil {
+			return nil, false, err
+		}
+		if st.Same(snap.Part(engine), next.Part(engine)) {
+			return next, true, nil
+		}
+		snap = next
+	}
+	return snap, false, nil
+}
+
+// traceRules makes the real connection with the kernel's rule trace on for its flow (monitor: kerneltrace's
+// engine), and compares the events with the prediction.
+func traceRules(ctx context.Context, p lab.Provider, name, node, source string, pred *trace.Trace, monitor string) (*trace.Verification, error) {
+	flow, _ := pred.Packet.ParseFlow()
+	kf := trace.Flow{Dst: flow.Dst, Dport: flow.Dport, Sport: flow.Sport, Proto: "tcp"}
 	if pred.Packet.From != "node" {
 		kf.Src = flow.Src
 	}
-	// IPVS nodes keep their rules in iptables too.
-	engine := "nftables"
-	if pred.Dataplane == string(dataplanes.IPTables) || pred.Dataplane == string(dataplanes.IPVS) {
-		engine = "iptables"
-	}
+	engine := monitor
 	exe, err := p.ToolPath(ctx, name, node)
 	if err != nil {
 		return nil, err
@@ -163,20 +226,12 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req Requ
 	} else {
 		events = kerneltrace.ParseNft(lines, kf)
 	}
-	v = Compare(pred, events, conn)
-	if pred.Dataplane == string(dataplanes.IPVS) {
-		after, err := Snapshot(ctx, p, name, node)
-		if err != nil {
-			return nil, err
-		}
-		compareIPVS(v, after, flow, turnsCurrent)
-	}
-	return v, nil
+	return tracer.Compare(pred, events, conn), nil
 }
 
 // verifySource picks a fresh source port for the real connection and says where it starts: the lab's client,
 // the node itself or a pod. The packet leaves with that place's own address, so --src cannot be given.
-func verifySource(req Request, name, node string) (Request, string, error) {
+func verifySource(req tracer.Request, name, node string) (tracer.Request, string, error) {
 	if req.Src != "" {
 		return req, "", fmt.Errorf("--verify sends the packet from the --from place's own address: leave out --src")
 	}

@@ -216,9 +216,9 @@ func TestGuestNodePort(t *testing.T) {
 		byPod[p.ip+":8080"] = "default/" + p.name
 	}
 	for i, sport := range sports {
-		c, ok := after.IPVS.Connection("TCP", netip.MustParseAddrPort(fmt.Sprintf("%s:%d", clientIP, sport)), netip.MustParseAddrPort(dst))
+		c, ok := stateOf(t, after).Connection("TCP", netip.MustParseAddrPort(fmt.Sprintf("%s:%d", clientIP, sport)), netip.MustParseAddrPort(dst))
 		if !ok {
-			t.Errorf("no IPVS connection entry for client port %d; entries: %+v", sport, after.IPVS.Connections)
+			t.Errorf("no IPVS connection entry for client port %d; entries: %+v", sport, stateOf(t, after).Connections)
 			continue
 		}
 		if got, want := byPod[c.Dest.String()], order[i%len(order)]; got != want {
@@ -256,7 +256,7 @@ func TestGuestNodePort(t *testing.T) {
 	traced := collect(t)
 	pred, err := tracer.Trace(traced, tracer.Request{Dst: dst, Src: fmt.Sprintf("%s:%d", clientIP, sport)})
 	must(t, err)
-	flow := kerneltrace.Flow{Src: netip.MustParseAddr(clientIP), Dst: netip.MustParseAddr(nodeIP), Sport: sport, Dport: nodePort, Proto: "tcp"}
+	flow := trace.Flow{Src: netip.MustParseAddr(clientIP), Dst: netip.MustParseAddr(nodeIP), Sport: sport, Dport: nodePort, Proto: "tcp"}
 	session, err := kerneltrace.Start(ctx, "iptables", flow)
 	must(t, err)
 	var seen string
@@ -289,9 +289,7 @@ func collect(t *testing.T) *snapshot.Snapshot {
 	t.Helper()
 	s, err := snapshot.Collect(context.Background(), "")
 	must(t, err)
-	if s.IPVS == nil {
-		t.Fatalf("the snapshot has no IPVS table (missing: %v)", s.Missing)
-	}
+	stateOf(t, s)
 	s.Node, s.Dataplane, s.Kubernetes = "node", "ipvs", kubernetes()
 	return s
 }

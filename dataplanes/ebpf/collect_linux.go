@@ -3,7 +3,9 @@ package ebpf
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +16,27 @@ import (
 	cebpf "github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 )
+
+// Collect reads Cilium's maps: from o.BPFFS when given (a failure is then missing), else from Cilium's own place
+// when it has them, as on a real Cilium node.
+func (Engine) Collect(_ context.Context, o dataplanes.CollectOptions) (dataplanes.Part, error) {
+	bpffs := o.BPFFS
+	if bpffs == "" {
+		if _, err := os.Stat(filepath.Join(DefaultBPFFS, MapServices)); err != nil {
+			return dataplanes.Part{}, nil
+		}
+		bpffs = DefaultBPFFS
+	}
+	st, err := Collect(bpffs)
+	if err != nil {
+		return dataplanes.Part{}, fmt.Errorf("reading the Cilium maps: %v", err)
+	}
+	data, err := json.Marshal(st)
+	return dataplanes.Part{Data: data}, err
+}
 
 // CheckBPFFS says, in one line, why dir cannot hold Cilium's pinned maps: not there, not on a bpf filesystem,
 // or a kernel without one.

@@ -1,0 +1,84 @@
+package ebpf
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+)
+
+// Records: every hop of the walk is a map lookup or a program, none of which the kernel's rule trace reports;
+// Check compares the walk with the conntrack entry the datapath wrote instead.
+func (Engine) Records(trace.Hop) bool { return true }
+
+// Check compares an ebpf prediction with Cilium's datapath: the conntrack entry the datapath itself wrote for the
+// real connection (cilium_ct4_global, the service entry keyed by the frontend and the client's address and port),
+// which names the backend it chose, and the connection's outcome. Netfilter has TRACE for this; Cilium's own
+// record of the choice is that entry.
+func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow, _ bool) {
+	pred, conn := v.Prediction, v.Connection
+	var backend *netip.AddrPort
+	if after, err := Decode(part); err == nil && len(part) > 0 {
+		for _, row := range after.CT {
+			k := row.Key
+			// The service entry: daddr the frontend, saddr the client, dport the client's port, sport the
+			// frontend's (lb4_local's CT_SERVICE lookup, see dataplanes/ebpf's walk).
+			if k.Flags&TupleService == 0 || k.Daddr != flow.Dst || k.Saddr != flow.Src || k.Dport != flow.Sport || k.Sport != flow.Dport {
+				continue
+			}
+			ev := trace.KernelEvent{Table: row.Map, Chain: "cil_from_netdev", Kind: "entry", Text: row.String()}
+			for _, b := range after.Backends {
+				if uint64(b.ID) == row.Value.BackendID {
+					a := netip.AddrPortFrom(b.Value.Address, b.Value.Port)
+					backend = &a
+					ev.Verdict = fmt.Sprintf("backend %d = %s", b.ID, a)
+				}
+			}
+			if ev.Verdict == "" {
+				ev.Verdict = fmt.Sprintf("backend %d (not in %s)", row.Value.BackendID, MapBackends)
+			}
+			v.Kernel = append(v.Kernel, ev)
+		}
+	}
+	for i, path := range pred.Paths {
+		if path.Endpoint != nil && backend != nil && path.Endpoint.Addr() == backend.String() {
+			v.Path = i
+		}
+	}
+	delivers := false
+	for _, p := range pred.Paths {
+		delivers = delivers || p.Verdict == trace.Delivered
+	}
+	switch {
+	case len(v.Kernel) == 0 && !delivers && len(pred.Paths) > 0:
+		// Predicted not to be load-balanced (dropped, or passed to the node's stack): the datapath must have
+		// written no service entry, and the connection must end as the path says.
+		v.Path = 0
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[0]), Kernel: "(no conntrack service entry)", Agree: true})
+		if m := trace.OutcomeMismatch(pred.Paths[0], conn); m != "" {
+			v.Reasons = append(v.Reasons, m)
+		}
+	case len(v.Kernel) == 0:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath wrote no conntrack service entry for %s:%d -> %s", flow.Src, flow.Sport, pred.Packet.Dst))
+		for _, p := range pred.Paths {
+			v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(p), Kernel: "(no entry)"})
+		}
+	case backend == nil:
+		v.Reasons = append(v.Reasons, "the conntrack entry names a backend that is not in the backends map")
+	case v.Path < 0:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath chose %s, which no predicted path reaches", backend))
+		for _, p := range pred.Paths {
+			v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(p), Kernel: v.Kernel[0].Verdict})
+		}
+	default:
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[v.Path]), Kernel: v.Kernel[0].Verdict, Agree: true})
+		if m := trace.OutcomeMismatch(pred.Paths[v.Path], conn); m != "" {
+			v.Reasons = append(v.Reasons, m)
+		}
+	}
+	v.Result = "agree"
+	if len(v.Reasons) > 0 {
+		v.Result = "disagree"
+	}
+}

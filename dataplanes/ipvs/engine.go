@@ -1,0 +1,67 @@
+package ipvs
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+)
+
+// Engine is the IPVS engine's faces. Its part of a snapshot is the node's State.
+type Engine struct{}
+
+func (Engine) Name() dataplanes.Name { return dataplanes.IPVS }
+
+// Monitor: IPVS nodes keep kube-proxy's rules in iptables, which xtables-monitor --trace reports.
+func (Engine) Monitor() string { return "iptables" }
+
+// Sniff recognises `ipvsadm -Ln` output.
+func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
+	text := string(raw)
+	if !IsList(text) {
+		return nil, false, nil
+	}
+	st, err := ParseList(text)
+	if err != nil {
+		return nil, true, fmt.Errorf("ipvsadm -Ln: %v", err)
+	}
+	data, err := json.Marshal(st)
+	return data, true, err
+}
+
+// Open makes the IPVS table a ruleset of its own two hooks. An IPVS table serves Services even where kube-proxy's
+// rules in iptables are all a dump shows of them.
+func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.Opened, error) {
+	st, err := Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &dataplanes.Opened{Rulesets: []netfilter.Ruleset{&Ruleset{State: st}}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}, nil
+}
+
+// Decode reads the engine's part of a snapshot.
+func Decode(raw json.RawMessage) (*State, error) {
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("ipvs part: %v", err)
+	}
+	return &st, nil
+}
+
+// Period is how often the kernel refreshes the counters round robin's turn is read from.
+func (Engine) Period() time.Duration { return EstimatorPeriod }
+
+// Same says whether two reads of the table show the same counters.
+func (Engine) Same(before, after json.RawMessage) bool {
+	a, aerr := Decode(before)
+	b, berr := Decode(after)
+	if len(before) == 0 || aerr != nil {
+		a = nil
+	}
+	if len(after) == 0 || berr != nil {
+		b = nil
+	}
+	return SameCounters(a, b)
+}

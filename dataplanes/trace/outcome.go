@@ -1,0 +1,70 @@
+package trace
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// PredictedEndpoint is a path as a verification row shows it: its endpoint, pod and chance, else its verdict.
+func PredictedEndpoint(p Path) string {
+	if p.Endpoint == nil {
+		return p.Verdict
+	}
+	return fmt.Sprintf("%s (%s) p=%.4f", p.Endpoint.Addr(), p.Endpoint.Pod, p.Probability)
+}
+
+// AnsweredBy says whether the pod that answered the connection is the path's endpoint.
+func AnsweredBy(p Path, c Connection) bool {
+	return p.Endpoint != nil && c.Answered && c.Pod != "" && strings.HasSuffix(p.Endpoint.Pod, "/"+c.Pod)
+}
+
+// OutcomeMismatch says how the connection's outcome contradicts the path, "" when it does not.
+func OutcomeMismatch(p Path, c Connection) string {
+	switch p.Verdict {
+	case Delivered:
+		if p.Reply != nil && p.Reply.Bypasses {
+			if c.Answered {
+				return fmt.Sprintf("the path says the reply bypasses the node and the connection fails, but %s answered", c.Pod)
+			}
+			return ""
+		}
+		if !c.Answered {
+			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
+		}
+		if p.Endpoint != nil && p.Endpoint.Pod != "" && !AnsweredBy(p, c) {
+			return fmt.Sprintf("the path leads to %s but %s answered", p.Endpoint.Pod, c.Pod)
+		}
+		if seen := clientIP(c.Client); p.SNAT != "" && seen != "" && p.SNAT != seen {
+			return fmt.Sprintf("the path says the pod sees source %s; it saw %s", p.SNAT, seen)
+		}
+	case Rejected:
+		if c.Answered || !strings.Contains(c.Error, "refused") {
+			return fmt.Sprintf("the path rejects the packet; the connection: %s", describe(c))
+		}
+	case Dropped:
+		if c.Answered || strings.Contains(c.Error, "refused") {
+			return fmt.Sprintf("the path drops the packet; the connection: %s", describe(c))
+		}
+	case Local:
+		if c.Answered && c.Pod != "" {
+			return fmt.Sprintf("the path keeps the packet on the node, but pod %s answered", c.Pod)
+		}
+	}
+	return ""
+}
+
+func describe(c Connection) string {
+	if c.Answered {
+		return "answered by " + c.Pod
+	}
+	return c.Error
+}
+
+// clientIP drops the port from the address a pod reports.
+func clientIP(s string) string {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().String()
+	}
+	return s
+}
