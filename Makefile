@@ -39,10 +39,13 @@ build:
 	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
 
 # Linux builds for kind nodes of either architecture, for hosts that cannot give them one (macOS, or another
-# architecture): `trace` and `snapshot` copy the right one into the node.
+# architecture): `trace` and `snapshot` copy the right one into the node. And the macOS CLI (kind provider,
+# offline trace), which CI builds too so that Linux-only code cannot creep back outside *_linux.go.
+CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 cross:
-	for arch in amd64 arm64; do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-linux-$$arch ./cmd/k8sguide || exit 1; \
+	for target in $(CROSS); do \
+	  os=$${target%/*}; arch=$${target#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-$$os-$$arch ./cmd/k8sguide || exit 1; \
 	done
 
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2etest runs the real k8sguide binary against real namespaces for the end-to-end tests of several
 // packages: it builds the binary once per test binary, gives each run a private state directory, and checks
 // that a lab leaves nothing behind.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package vmtest
 
 // What a guest needs to be a lab node of kube-proxy's ipvs engine (and its iptables engine, whose rules it

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package vmtest runs a package's own tests inside a throwaway VM: Debian's cloud kernel under QEMU, with the
 // test binary itself as the guest's /init.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command vmkernel puts the test VM's kernel in the cache (downloading it with apt-get if needed) and prints
 // where it is, so that CI or `make deps` can fetch it before the tests run: go run ./internal/vmtest/cmd/vmkernel
 package main

@@ -1,0 +1,14 @@
+// Package netns is the lab provider that needs nothing but a Linux kernel and root: nodes, pods and the client are
+// network namespaces, wired the way kind and kindnet wire a cluster, and each node's Service proxy is the upstream
+// kube-proxy proxier running in a process inside that node's namespace.
+//
+// Layout (lab "k8s-guide", 2 workers):
+//
+//	k8s-guide-client         br0 172.18.0.1/16           "the host" of the seeds: the Docker bridge side
+//	k8s-guide-control-plane  eth0 172.18.0.2/16, cni0 10.244.0.1/24
+//	k8s-guide-worker         eth0 172.18.0.3/16, cni0 10.244.1.1/24
+//	k8s-guide-worker2        eth0 172.18.0.4/16, cni0 10.244.2.1/24
+//	k8s-guide-pod-NAME       eth0 10.244.N.x/24 on its node's cni0 (hairpin on)
+//
+// Nodes route each other's pod CIDRs via the node network, as kindnet does, and default to the client.
+package netns

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package netns
+
+import (
+	"context"
+	"errors"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// ProviderName is the name of this provider.
+const ProviderName = "netns"
+
+// errNeedsLinux is this provider on any other system: its nodes are the machine's own network namespaces.
+var errNeedsLinux = errors.New("the netns provider needs Linux (its nodes are this machine's network namespaces); " +
+	"use --provider kind with Docker")
+
+// New says the provider needs Linux.
+func New() (lab.Provider, error) { return nil, errNeedsLinux }
+
+// RunNodeProxy says the provider needs Linux.
+func RunNodeProxy(context.Context, state.Store, string, string) error { return errNeedsLinux }
