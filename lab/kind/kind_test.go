@@ -346,10 +346,10 @@ func TestCreate(t *testing.T) {
 		for _, retain := range []bool{false, true} {
 			p, rt, _ := fakeProvider(t)
 			p.Cilium = func(context.Context, string, lab.Config, io.Writer) error {
-				return errors.New("Cilium not ready after 5m0s: daemonset cilium: 1 of 3 ready")
+				return errors.New("waited 5m0s for Cilium to be ready: daemonset cilium: 1 of 3 ready")
 			}
 			err := p.Create(ctx, config(dataplanes.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)
-			if err == nil || !strings.Contains(err.Error(), "Cilium not ready") {
+			if err == nil || !strings.Contains(err.Error(), "for Cilium to be ready") {
 				t.Fatalf("got %v", err)
 			}
 			if kept := len(rt.clusters) == 1; kept != retain {

@@ -88,23 +88,23 @@ func ParseManifest(data []byte) (*Manifest, error) {
 
 func validateDeployment(d *appsv1.Deployment) error {
 	if d.Name == "" {
-		return errors.New("Deployment has no metadata.name")
+		return errors.New("a Deployment has no metadata.name")
 	}
 	if d.Namespace == "" {
 		d.Namespace = metav1.NamespaceDefault
 	}
 	if d.Spec.Selector == nil || len(d.Spec.Selector.MatchLabels) == 0 && len(d.Spec.Selector.MatchExpressions) == 0 {
-		return fmt.Errorf("Deployment %s: spec.selector is required", d.Name)
+		return fmt.Errorf("deployment %s: spec.selector is required", d.Name)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return fmt.Errorf("Deployment %s: %w", d.Name, err)
+		return fmt.Errorf("deployment %s: %w", d.Name, err)
 	}
 	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-		return fmt.Errorf("Deployment %s: spec.selector does not match spec.template.metadata.labels", d.Name)
+		return fmt.Errorf("deployment %s: spec.selector does not match spec.template.metadata.labels", d.Name)
 	}
 	if len(d.Spec.Template.Spec.Containers) == 0 {
-		return fmt.Errorf("Deployment %s: no containers", d.Name)
+		return fmt.Errorf("deployment %s: no containers", d.Name)
 	}
 	return nil
 }

@@ -362,7 +362,7 @@ func TestWaitReady(t *testing.T) {
 	if strings.Contains(err.Error(), "operator") {
 		t.Errorf("waitReady blames the ready operator: %q", err)
 	}
-	want := "Cilium not ready after 5m0s: DaemonSet kube-system/cilium: 2 of 3 agents ready (pod cilium-x7 on kind-worker2: cilium-agent CrashLoopBackOff)"
+	want := "waited 5m0s for Cilium to be ready: DaemonSet kube-system/cilium: 2 of 3 agents ready (pod cilium-x7 on kind-worker2: cilium-agent CrashLoopBackOff)"
 	if got := waitFailed(err, 5*time.Minute).Error(); got != want {
 		t.Errorf("Install's error after the wait times out:\n got %q\nwant %q", got, want)
 	}

@@ -47,7 +47,7 @@ var pollInterval = 2 * time.Second
 // kubectl's default: $KUBECONFIG or ~/.kube/config). It then waits until the Cilium agents (DaemonSet
 // cilium) and the operator (Deployment cilium-operator) are rolled out and ready. timeout bounds the
 // whole call; progress goes to log (nil: discarded). Errors are one line; when the wait times out the
-// error is "Cilium not ready after <timeout>: <what is not ready>".
+// error is "waited <timeout> for Cilium to be ready: <what is not ready>".
 func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time.Duration, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
@@ -253,11 +253,11 @@ func waitReady(ctx context.Context, c kubernetes.Interface, log io.Writer) error
 	}
 }
 
-// waitFailed is Install's error for waitReady's: "Cilium not ready after <timeout>: <what>" when time ran out.
+// waitFailed is Install's error for waitReady's: "waited <timeout> for Cilium to be ready: <what>" when time ran out.
 func waitFailed(err error, timeout time.Duration) error {
 	var nr *notReadyError
 	if errors.As(err, &nr) && errors.Is(nr.err, context.DeadlineExceeded) {
-		return fmt.Errorf("Cilium not ready after %v: %s", timeout, oneLine(errors.New(nr.what)))
+		return fmt.Errorf("waited %v for Cilium to be ready: %s", timeout, oneLine(errors.New(nr.what)))
 	}
 	return fmt.Errorf("waiting for Cilium: %s", oneLine(err))
 }

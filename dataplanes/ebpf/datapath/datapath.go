@@ -38,7 +38,7 @@ func Sources() (string, error) {
 	cache := moduleCache()
 	dir := filepath.Join(cache, "github.com", "cilium", "cilium@"+CiliumVersion)
 	if _, err := os.Stat(filepath.Join(dir, "bpf", "bpf_host.c")); err != nil {
-		return "", fmt.Errorf("Cilium %s datapath sources not found in the Go module cache (%s): run `make ebpf` (it downloads them), or set %s to a Cilium %s source tree", CiliumVersion, dir, SourcesEnv, CiliumVersion)
+		return "", fmt.Errorf("the datapath sources of Cilium %s are not in the Go module cache (%s): run `make build` (building k8sguide-cilium downloads them), or set %s to a Cilium %s source tree", CiliumVersion, dir, SourcesEnv, CiliumVersion)
 	}
 	return dir, nil
 }
