@@ -4,13 +4,13 @@
 package live
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
 )
 
 // NodeOf checks that node is one of the lab's nodes.
@@ -48,20 +48,13 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		defer close(names)
 		k, kerr = kubernetesNames(ctx, p, name, st)
 	}()
-	var out, errb bytes.Buffer
-	argv := []string{exe, "internal", "collect"}
-	if maps := st.CiliumMaps(node); maps != "" {
-		argv = append(argv, "--bpffs", maps)
-	}
-	err = p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb})
+	run := execIn(p, name, node)
+	out, err := nodecmd.Collect(ctx, run, exe, st.CiliumMaps(node))
 	<-names
 	if err != nil {
-		if msg := strings.TrimSpace(errb.String()); msg != "" {
-			return nil, fmt.Errorf("collecting %s: %s", node, lastLine(msg))
-		}
 		return nil, fmt.Errorf("collecting %s: %w", node, err)
 	}
-	s, err := snapshot.Parse(out.Bytes())
+	s, err := snapshot.Parse(out)
 	if err != nil {
 		return nil, fmt.Errorf("collecting %s: unreadable collector output: %v", node, err)
 	}
@@ -71,11 +64,6 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	}
 	s.Kubernetes = k
 	return s, nil
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimPrefix(lines[len(lines)-1], "ERROR: ")
 }
 
 func kubernetesNames(ctx context.Context, p lab.Provider, name string, st lab.Status) (*snapshot.Kubernetes, error) {
@@ -148,4 +136,11 @@ func NodePortDst(ctx context.Context, p lab.Provider, name, node, service string
 		return "", fmt.Errorf("service %s/%s has no NodePort%s", ns, svcName, map[bool]string{true: "", false: " for port " + port}[port == ""])
 	}
 	return "", &lab.NotFoundError{Kind: "service", Name: ns + "/" + svcName, Known: known}
+}
+
+// execIn runs a node command in where (a node, a pod or the lab's client) of lab name.
+func execIn(p lab.Provider, name, where string) nodecmd.Exec {
+	return func(ctx context.Context, argv []string, streams lab.Streams) error {
+		return p.Exec(ctx, name, where, argv, streams)
+	}
 }

@@ -1,19 +1,15 @@
 package live
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
@@ -165,60 +161,15 @@ func traceRules(ctx context.Context, p lab.Provider, name, node, source string, 
 		p.Exec(cctx, name, node, []string{"nft", "delete", "table", "ip", kerneltrace.TableName(kf)}, lab.Streams{Out: io.Discard, Err: io.Discard})
 	}()
 
-	argv := []string{exe, "internal", "kernel-trace", "--engine", engine, "--dst", netip.AddrPortFrom(kf.Dst, kf.Dport).String(),
-		"--sport", strconv.Itoa(int(kf.Sport))}
-	if kf.Src.IsValid() {
-		argv = append(argv, "--src", kf.Src.String())
-	}
-	// Real pipes, not io.Pipe: exec then hands the descriptors to the child and has no copying goroutine
-	// that could keep Exec waiting on our side of stdin.
-	stdinR, stdinW, err := os.Pipe()
+	run := execIn(p, name, node)
+	kt, err := nodecmd.StartKernelTrace(ctx, run, exe, engine, kf)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kernel tracing on %s did not start: %v", node, err)
 	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return nil, err
-	}
-	defer stdoutR.Close()
-	errc := make(chan error, 1)
-	var stderr strings.Builder
-	go func() {
-		err := p.Exec(ctx, name, node, argv, lab.Streams{In: stdinR, Out: stdoutW, Err: &stderr})
-		stdinR.Close()
-		stdoutW.Close()
-		errc <- err
-	}()
-	defer stdinW.Close()
-	out := bufio.NewReader(stdoutR)
-	line, err := out.ReadString('\n')
-	if strings.TrimSpace(line) != "READY" {
-		stdinW.Close()
-		e := <-errc
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" && e != nil {
-			msg = e.Error()
-		} else if msg == "" && err != nil {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("kernel tracing on %s did not start: %s", node, lastLine(msg))
-	}
-
 	conn := connect(ctx, p, name, source, pred.Packet.Dst, int(kf.Sport))
-	stdinW.Close()
-	rest, _ := io.ReadAll(out)
-	if err := <-errc; err != nil {
-		msg := lastLine(strings.TrimSpace(stderr.String()))
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("kernel tracing on %s: %s", node, msg)
-	}
-	var lines []string
-	if err := json.Unmarshal(rest, &lines); err != nil {
-		return nil, fmt.Errorf("kernel tracing on %s: unreadable events: %v", node, err)
+	lines, err := kt.Events()
+	if err != nil {
+		return nil, fmt.Errorf("kernel tracing on %s: %v", node, err)
 	}
 	var events []trace.KernelEvent
 	if engine == "iptables" {
@@ -256,15 +207,6 @@ func connect(ctx context.Context, p lab.Provider, name, where, dst string, sport
 	if err != nil {
 		return trace.Connection{Error: err.Error()}
 	}
-	var out, errb strings.Builder
-	err = p.Exec(ctx, name, where, []string{exe, "internal", "connect", "--dst", dst, "--sport", strconv.Itoa(sport)}, lab.Streams{Out: &out, Err: &errb})
-	var c trace.Connection
-	if jerr := json.Unmarshal([]byte(out.String()), &c); jerr != nil {
-		msg := strings.TrimSpace(errb.String())
-		if err != nil && msg == "" {
-			msg = err.Error()
-		}
-		return trace.Connection{Error: lastLine(msg)}
-	}
-	return c
+	run := execIn(p, name, where)
+	return nodecmd.Connect(ctx, run, exe, dst, sport)
 }

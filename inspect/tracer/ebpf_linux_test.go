@@ -19,6 +19,7 @@ import (
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 )
 
@@ -309,8 +310,7 @@ spec:
 	}
 	var pod string
 	for i := range 10 {
-		out, err := e2etest.Quiet("exec", "--name", name, lab.ClientName(name), "--", e2etest.Binary, "internal", "connect",
-			"--dst", dst, "--sport", strconv.Itoa(41000+i))
+		out, err := e2etest.Quiet(append([]string{"exec", "--name", name, lab.ClientName(name), "--"}, nodecmd.ConnectArgv(e2etest.Binary, dst, 41000+i)...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

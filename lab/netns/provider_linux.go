@@ -20,6 +20,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
@@ -179,7 +180,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	done("Wiring pod routes between nodes (like kindnet) 🔌")
 
-	argv := func(n lab.Node) []string { return p.nodeProxyArgv(cfg.Name, n.Name) }
+	argv := func(n lab.Node) []string { return nodecmd.NodeProxyArgv(p.Exe, cfg.Name, n.Name) }
 	if cfg.Dataplane == dataplanes.EBPF {
 		objs, err := compileNodes(ctx, st.Nodes)
 		if err != nil {
@@ -405,10 +406,6 @@ func (p *Provider) proxyLog(labName, node string) string {
 }
 
 func appliedPath(dir, node string) string { return filepath.Join(dir, "proxy-"+node+".applied") }
-
-func (p *Provider) nodeProxyArgv(labName, node string) []string {
-	return []string{p.Exe, "internal", "node-proxy", "--name", labName, "--node", node}
-}
 
 // proxyStatus tells whether a node's proxy runs and which generation it reported applied.
 func (p *Provider) proxyStatus(labName string, pid int, node string) lab.ProxyStatus {

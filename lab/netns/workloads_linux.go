@@ -22,6 +22,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/alloc"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
@@ -148,11 +149,7 @@ func (w *workloads) startPod(ctx context.Context, st *state.Lab, pod *v1.Pod) er
 		}
 	}
 	ports := containerPorts(pod)
-	argv := []string{w.p.Exe, "internal", "pod-server", "--pod", pod.Name, "--node", node.Name}
-	for _, port := range ports {
-		argv = append(argv, "--port", strconv.Itoa(port))
-	}
-	pid, err := startDetached(ns, w.p.podLog(w.name, pod.Name), argv)
+	pid, err := startDetached(ns, w.p.podLog(w.name, pod.Name), nodecmd.PodServerArgv(w.p.Exe, pod.Name, node.Name, ports))
 	if err != nil {
 		return err
 	}

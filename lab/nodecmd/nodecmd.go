@@ -1,0 +1,66 @@
+// Package nodecmd is the protocol between the k8sguide on the user's side and the k8sguide that runs inside a
+// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|node-proxy|pod-server`, hidden from users).
+// Each command has one file here holding both ends: the argv the caller builds (and, where the command answers,
+// the reading of its answer) and the handler that parses those flags and writes that answer. A change to a flag
+// or to an answer's format is then one file, and a test can run both ends against each other.
+//
+// The work behind three handlers lives above this package (a snapshot collector, the kernel tracer) or in the
+// provider that starts the process (a node's kube-proxy), so NewCommand takes it as Handlers; pod-server and
+// connect call lab/podserver directly.
+package nodecmd
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// Group is the hidden command group every node command sits under.
+const Group = "internal"
+
+// Exec runs argv inside the place (node, pod or the lab's client) the caller chose, as lab.Provider.Exec does.
+type Exec func(ctx context.Context, argv []string, streams lab.Streams) error
+
+// Handlers do the work of the commands whose work lives above this package.
+type Handlers struct {
+	// Collect reads the node's engines and network into a snapshot (inspect/snapshot.Collect); its result is
+	// written as JSON.
+	Collect func(ctx context.Context, bpffs string) (any, error)
+	// KernelTrace starts the kernel's trace of one flow (inspect/kerneltrace.Start); stop ends it and returns
+	// the event lines.
+	KernelTrace func(ctx context.Context, engine string, f trace.Flow) (stop func() ([]string, error), err error)
+	// NodeProxy runs a node's proxy until ctx ends (the netns provider's kube-proxy or Cilium agent).
+	NodeProxy func(ctx context.Context, labName, node string) error
+}
+
+// NewCommand returns the hidden command group.
+func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
+	cmd := &cobra.Command{Use: Group, Hidden: true, Short: "processes k8sguide runs inside a lab's nodes and pods"}
+	cmd.AddCommand(nodeProxyCommand(h.NodeProxy), podServerCommand(), collectCommand(streams, h.Collect),
+		kernelTraceCommand(streams, h.KernelTrace), connectCommand(streams))
+	return cmd
+}
+
+// failure is what a node command that failed said: the last line of its stderr (where cobra writes
+// "ERROR: ..."), or else run's own error.
+func failure(stderr string, err error) error {
+	if msg := LastLine(stderr); msg != "" {
+		return errors.New(msg)
+	}
+	return err
+}
+
+// LastLine is the last line of a command's stderr without cobra's "ERROR: " prefix: the one line a user sees.
+func LastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	return strings.TrimPrefix(lines[len(lines)-1], "ERROR: ")
+}
