@@ -1,0 +1,86 @@
+package layering
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/k8sguide/k8sguide"
+
+// rule forbids every package under a folder to link (directly or through others) any package with one of the
+// forbidden prefixes.
+type rule struct {
+	under     string
+	forbidden []string
+	why       string
+}
+
+var rules = []rule{
+	{under: "dataplanes", forbidden: []string{module + "/inspect", module + "/lab", module + "/cmd"},
+		why: "the engines stand below everything that reads a node or builds a lab"},
+	{under: "lab", forbidden: []string{module + "/inspect", module + "/cmd"},
+		why: "a lab knows nothing of how it is inspected"},
+	{under: "inspect", forbidden: []string{module + "/cmd", module + "/lab/netns", module + "/lab/kind", module + "/lab/providers",
+		"sigs.k8s.io/kind/", "helm.sh/helm/", "k8s.io/kubernetes/pkg/proxy"},
+		why: "the inspector works offline on a snapshot: providers, Helm, kind and the upstream proxiers are the lab's"},
+}
+
+// TestImportsPointDown checks the rules on the linux and darwin builds (build tags choose different files).
+func TestImportsPointDown(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command to list the packages with")
+	}
+	for _, goos := range []string{"linux", "darwin"} {
+		t.Run(goos, func(t *testing.T) {
+			deps := list(t, goos)
+			checked := 0
+			for pkg, ds := range deps {
+				for _, r := range rules {
+					if !within(pkg, module+"/"+r.under) {
+						continue
+					}
+					checked++
+					for _, d := range ds {
+						for _, f := range r.forbidden {
+							if strings.HasPrefix(d, f) {
+								t.Errorf("%s links %s: %s", strings.TrimPrefix(pkg, module+"/"), d, r.why)
+							}
+						}
+					}
+				}
+			}
+			// A pattern that matched nothing would pass every rule.
+			if checked < 15 {
+				t.Fatalf("only %d packages checked; go list found %d", checked, len(deps))
+			}
+		})
+	}
+}
+
+func within(pkg, folder string) bool { return pkg == folder || strings.HasPrefix(pkg, folder+"/") }
+
+// list maps each of the module's packages to all it links, as `go list -deps` reports them for goos.
+func list(t *testing.T, goos string) map[string][]string {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"/...")
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=arm64", "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 {
+			deps[f[0]] = f[1:]
+		}
+	}
+	return deps
+}
