@@ -33,10 +33,13 @@ deps:
 	go run ./internal/vmtest/cmd/vmkernel
 
 # k8sguide, and beside it k8sguide-cilium, the ebpf dataplane's node agent: a nested module (Cilium's Go
-# packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache.
+# packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache. The
+# agent runs only in netns labs, which need Linux; on macOS `build` makes the CLI alone.
 build:
 	go build -trimpath -o $(BIN) ./cmd/k8sguide
+ifeq ($(shell uname -s),Linux)
 	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
+endif
 
 # Linux builds for kind nodes of either architecture, for hosts that cannot give them one (macOS, or another
 # architecture): `trace` and `snapshot` copy the right one into the node. And the macOS CLI (kind provider,
