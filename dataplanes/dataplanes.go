@@ -3,7 +3,10 @@
 // kubeproxy runs the upstream kube-proxy proxiers as a node's Service proxy.
 package dataplanes
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Name names an engine that implements Services on a node.
 type Name string
@@ -25,5 +28,14 @@ func Parse(s string) (Name, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("unknown dataplane %q (want one of iptables, nftables, ipvs, ebpf)", s)
+	return "", fmt.Errorf("unknown dataplane %q (want one of %s)", s, List())
+}
+
+// List is Names for a message or a flag's help: "iptables, nftables, ipvs, ebpf".
+func List() string {
+	s := make([]string, len(Names))
+	for i, n := range Names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
 }

@@ -44,7 +44,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name (prefixes node names)")
 	fl.StringVar(&f.Provider, "provider", providers.Default(), "lab provider: "+strings.Join(providers.Names, ", ")+" (auto: kind when a Docker engine answers, else netns; default from $"+providers.Env+")")
-	fl.StringVar(&f.Dataplane, "dataplane", string(dataplanes.IPTables), "Service dataplane: iptables, nftables, ipvs, ebpf")
+	fl.StringVar(&f.Dataplane, "dataplane", string(dataplanes.IPTables), "Service dataplane: "+dataplanes.List())
 	fl.IntVar(&f.Workers, "workers", 2, "number of worker nodes")
 	fl.StringVar(&f.NodePortRange, "service-node-port-range", lab.DefaultNodePortRange, "apiserver --service-node-port-range")
 	fl.StringSliceVar(&f.NodePortAddresses, "nodeport-addresses", nil, "kube-proxy --nodeport-addresses: CIDRs whose local addresses serve NodePorts (default: all)")
