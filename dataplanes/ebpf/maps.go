@@ -2,9 +2,10 @@
 // through them the way bpf_host's from-netdev NodePort path does.
 //
 // The map layouts are the project's own: importing Cilium's Go packages costs hundreds of packages and pins
-// k8s.io versions (the nested module dataplanes/ebpf/cilium holds the code that needs them), so every key and value is decoded here by hand, with the byte
-// order of each field written out. layout_test.go compares these layouts with the BTF of a freshly compiled
-// bpf_host.o, so an upstream change fails loudly instead of decoding garbage.
+// k8s.io versions (the nested module dataplanes/ebpf/cilium holds the code that needs them), so every key and
+// value is decoded here by hand, with the byte order of each field written out. layout_test.go compares these
+// layouts with the BTF of a freshly compiled bpf_host.o, so an upstream change fails loudly instead of decoding
+// garbage.
 package ebpf
 
 import (

@@ -46,17 +46,18 @@ func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
 	return cmd
 }
 
-// failure is what a node command that failed said: the last line of its stderr (where cobra writes
+// failure is what a node command that failed said: the last line of its stderr (where k8sguide writes
 // "ERROR: ..."), or else run's own error.
 func failure(stderr string, err error) error {
-	if msg := LastLine(stderr); msg != "" {
+	if msg := lastLine(stderr); msg != "" {
 		return errors.New(msg)
 	}
 	return err
 }
 
-// LastLine is the last line of a command's stderr without cobra's "ERROR: " prefix: the one line a user sees.
-func LastLine(s string) string {
+// lastLine is the last line of a command's stderr without the "ERROR: " prefix k8sguide's main writes: the one
+// line a user sees.
+func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return ""
