@@ -1,0 +1,181 @@
+package controlplane
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	certsphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/certs"
+	controlplanephase "k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
+	kubeconfigphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubeconfig"
+	configutil "k8s.io/kubernetes/cmd/kubeadm/app/util/config"
+)
+
+// KubernetesVersion is the version of the control plane built into k8sguide (k8s.io/kubernetes in go.mod).
+const KubernetesVersion = "v1.36.4"
+
+// Port is where the apiserver listens on the control-plane node, as on kind.
+const Port = 6443
+
+// etcdURL is the embedded etcd's client address: the control-plane node's loopback, in its own namespace. kind's
+// etcd speaks TLS there; this one speaks plain HTTP, as nothing but the apiserver in the same process can reach it.
+const (
+	etcdURL     = "http://127.0.0.1:2379"
+	etcdPeerURL = "http://127.0.0.1:2380"
+)
+
+// Config is one lab's control plane.
+type Config struct {
+	// Dir holds everything the control plane keeps: pki/, etcd/ and the kubeconfigs.
+	Dir              string
+	ClusterName      string
+	NodeName         string // the control-plane node
+	AdvertiseAddress string // the control-plane node's address: where the apiserver listens and what it advertises
+	ServiceSubnet    string
+	PodSubnet        string
+	NodePortRange    string
+}
+
+// The files of Dir.
+func (c Config) PKIDir() string  { return filepath.Join(c.Dir, "pki") }
+func (c Config) EtcdDir() string { return filepath.Join(c.Dir, "etcd") }
+
+// AdminKubeconfig is kubeadm's admin.conf: the kubeadm:cluster-admins group, bound to cluster-admin at bootstrap.
+func (c Config) AdminKubeconfig() string {
+	return filepath.Join(c.Dir, kubeadmconstants.AdminKubeConfigFileName)
+}
+
+// SuperAdminKubeconfig is kubeadm's super-admin.conf (system:masters), used once to bind the admins' group.
+func (c Config) SuperAdminKubeconfig() string {
+	return filepath.Join(c.Dir, kubeadmconstants.SuperAdminKubeConfigFileName)
+}
+
+// NodeKubeconfig is the kubelet.conf of a node: user system:node:NAME in group system:nodes, which the apiserver's
+// Node authorizer and NodeRestriction admission hold to its own Node, Lease and Pods.
+func (c Config) NodeKubeconfig(node string) string {
+	return filepath.Join(c.Dir, "kubelet-"+node+".conf")
+}
+
+// ProxyKubeconfig is kube-proxy's: user system:kube-proxy, which Kubernetes' bootstrap policy binds to the
+// system:node-proxier role (kubeadm gives kube-proxy a ServiceAccount token with the same role instead; a
+// certificate needs no token controller before the node's proxy can start).
+func (c Config) ProxyKubeconfig() string { return filepath.Join(c.Dir, "kube-proxy.conf") }
+
+func (c Config) controllerManagerKubeconfig() string {
+	return filepath.Join(c.Dir, kubeadmconstants.ControllerManagerKubeConfigFileName)
+}
+
+func (c Config) schedulerKubeconfig() string {
+	return filepath.Join(c.Dir, kubeadmconstants.SchedulerKubeConfigFileName)
+}
+
+// Server is the apiserver's address as the lab's nodes reach it.
+func (c Config) Server() string { return "https://" + c.AdvertiseAddress + ":" + strconv.Itoa(Port) }
+
+// kubeadm is the InitConfiguration `kubeadm init` would get from kind for this lab, with the differences a
+// one-process control plane needs: an external (embedded, plain-HTTP) etcd, files under Dir instead of
+// /etc/kubernetes, and the start-up costs turned off (see the ExtraArgs).
+func (c Config) kubeadm() (*kubeadmapi.InitConfiguration, error) {
+	cfg, err := configutil.DefaultedStaticInitConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	cfg.KubernetesVersion = KubernetesVersion
+	cfg.ClusterName = c.ClusterName
+	cfg.CertificatesDir = c.PKIDir()
+	// ECDSA keys, as kubeadm offers (encryptionAlgorithm: ECDSA-P256): a dozen RSA-2048 keys cost about a second
+	// of `up` on two cores.
+	cfg.EncryptionAlgorithm = kubeadmapi.EncryptionAlgorithmECDSAP256
+	cfg.LocalAPIEndpoint = kubeadmapi.APIEndpoint{AdvertiseAddress: c.AdvertiseAddress, BindPort: Port}
+	cfg.ControlPlaneEndpoint = fmt.Sprintf("%s:%d", c.AdvertiseAddress, Port)
+	cfg.NodeRegistration.Name = c.NodeName
+	cfg.Networking.ServiceSubnet = c.ServiceSubnet
+	cfg.Networking.PodSubnet = c.PodSubnet
+	// kind adds these, so that its kubeconfig can point at a loopback port of the host.
+	cfg.APIServer.CertSANs = []string{"localhost", "127.0.0.1"}
+	cfg.Etcd = kubeadmapi.Etcd{External: &kubeadmapi.ExternalEtcd{Endpoints: []string{etcdURL}}}
+	cfg.APIServer.ExtraArgs = []kubeadmapi.Arg{
+		{Name: "service-node-port-range", Value: c.NodePortRange},
+		// The control plane is restarted in place when it dies; a graceful shutdown would hold the port for
+		// seconds the lab's nodes spend refused.
+		{Name: "shutdown-delay-duration", Value: "0s"},
+	}
+	cm := c.controllerManagerKubeconfig()
+	cfg.ControllerManager.ExtraArgs = []kubeadmapi.Arg{
+		{Name: "kubeconfig", Value: cm},
+		{Name: "authentication-kubeconfig", Value: cm},
+		{Name: "authorization-kubeconfig", Value: cm},
+		// One replica: without leader election a restarted controller-manager starts at once instead of
+		// waiting out its predecessor's lease (15 s).
+		{Name: "leader-elect", Value: "false"},
+		// kubeadm also enables the bootstrap-token controllers; a netns lab joins nodes by certificate.
+		{Name: "controllers", Value: "*"},
+		// With kubeadm's true, every controller first waits for its own ServiceAccount and token: about five
+		// seconds of every start. The controllers run with the controller-manager's own certificate instead,
+		// which bindControllerRoles gives exactly the controllers' roles.
+		{Name: "use-service-account-credentials", Value: "false"},
+	}
+	sc := c.schedulerKubeconfig()
+	cfg.Scheduler.ExtraArgs = []kubeadmapi.Arg{
+		{Name: "kubeconfig", Value: sc},
+		{Name: "authentication-kubeconfig", Value: sc},
+		{Name: "authorization-kubeconfig", Value: sc},
+		{Name: "leader-elect", Value: "false"},
+	}
+	return cfg, nil
+}
+
+// Commands are the command lines of kube-apiserver, kube-controller-manager and kube-scheduler, as kubeadm writes
+// them into kind's static pod manifests (argv[0] is the component's name).
+func (c Config) Commands() (apiserver, controllerManager, scheduler []string, err error) {
+	cfg, err := c.kubeadm()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pods := controlplanephase.GetStaticPodSpecs(&cfg.ClusterConfiguration, &cfg.LocalAPIEndpoint, []kubeadmapi.EnvVar{})
+	command := func(name string) []string { return pods[name].Spec.Containers[0].Command }
+	return command(kubeadmconstants.KubeAPIServer), command(kubeadmconstants.KubeControllerManager), command(kubeadmconstants.KubeScheduler), nil
+}
+
+// WritePKI runs kubeadm's certs and kubeconfig phases for the lab: the cluster CA, the apiserver's serving
+// certificate (SANs: the kubernetes Service names and ClusterIP, the node's name and address, localhost), the
+// front-proxy CA, the service-account keys, admin.conf, super-admin.conf, the controller-manager's and the
+// scheduler's kubeconfigs, a kubelet.conf per node and kube-proxy's kubeconfig. kubeadm reports each file on
+// stdout.
+func WritePKI(c Config, nodes []string) error {
+	cfg, err := c.kubeadm()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := certsphase.CreatePKIAssets(cfg); err != nil {
+		return err
+	}
+	if err := kubeconfigphase.CreateJoinControlPlaneKubeConfigFiles(c.Dir, cfg); err != nil {
+		return err
+	}
+	if err := kubeconfigphase.CreateKubeConfigFile(kubeadmconstants.SuperAdminKubeConfigFileName, c.Dir, cfg); err != nil {
+		return err
+	}
+	notAfter := time.Now().Add(kubeadmconstants.CertificateValidityPeriod)
+	write := func(path, user string, groups []string) error {
+		var buf bytes.Buffer
+		if err := kubeconfigphase.WriteKubeConfigWithClientCert(&buf, cfg, user, groups, notAfter); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Base(path), err)
+		}
+		return os.WriteFile(path, buf.Bytes(), 0o600)
+	}
+	for _, n := range nodes {
+		if err := write(c.NodeKubeconfig(n), kubeadmconstants.NodesUserPrefix+n, []string{kubeadmconstants.NodesGroup}); err != nil {
+			return err
+		}
+	}
+	return write(c.ProxyKubeconfig(), "system:kube-proxy", nil)
+}
