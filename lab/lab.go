@@ -188,6 +188,8 @@ type Provider interface {
 	// ToolPath is the path, inside node (or the client), of a k8sguide binary that runs there: the collector
 	// and the kernel tracer run as its `internal` commands.
 	ToolPath(ctx context.Context, name, node string) (string, error)
+	// Kubeconfig is a kubeconfig for the lab's apiserver, for use from this host.
+	Kubeconfig(ctx context.Context, name string) ([]byte, error)
 	// Get makes one HTTP request to addr ("IP:PORT") from the lab's client and says who answered.
 	Get(ctx context.Context, name, addr string) (Reply, error)
 }

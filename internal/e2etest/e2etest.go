@@ -84,6 +84,8 @@ func Main(m *testing.M) int {
 	}
 	StateDir = filepath.Join(dir, "state")
 	os.Setenv("K8SGUIDE_STATE_DIR", StateDir)
+	// Labs write their kubeconfig context as kind does: into the run's directory, not root's ~/.kube.
+	os.Setenv("KUBECONFIG", filepath.Join(dir, "kubeconfig"))
 	// Compiled datapath objects stay in the run's directory too: the tests leave nothing in ~/.cache.
 	os.Setenv(datapath.CacheEnv, filepath.Join(dir, "cilium-objects"))
 	return m.Run()
@@ -224,6 +226,9 @@ func AssertNothingLeft(t testing.TB, name string) {
 	if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
 		t.Errorf("state of lab %s is left behind", name)
 	}
+	if data, err := os.ReadFile(os.Getenv("KUBECONFIG")); err == nil && bytes.Contains(data, []byte("name: "+netns.KubeContext(name)+"\n")) {
+		t.Errorf("context %s is left in %s", netns.KubeContext(name), os.Getenv("KUBECONFIG"))
+	}
 	mounts, _ := os.ReadFile("/proc/self/mounts")
 	if dir := netns.BPFFSDir(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
 		t.Errorf("the lab's bpffs %s is still mounted", dir)
@@ -338,9 +343,10 @@ func InVM(t *testing.T, run string) {
 	took := vmtest.Boot(t, vmtest.Options{
 		Modules:  vmtest.NodeModules,
 		Binaries: append([]string{Binary}, vmtest.NodeTools...),
-		// The initramfs holds the test binary and k8sguide (about 200 MB), and the lab runs a proxy per
-		// node and a server per pod, which a second emulated CPU runs side by side.
-		Memory:  "2048",
+		// The initramfs holds the test binary and k8sguide (about 260 MB each), and the lab runs its control
+		// plane (about 370 MB), an agent and a proxy per node and a server per pod, which a second emulated CPU
+		// runs side by side.
+		Memory:  "3072",
 		CPUs:    2,
 		Timeout: 30 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},

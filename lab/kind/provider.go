@@ -117,7 +117,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
 		wait = 0
 	}
-	kubeconfig := KubeconfigPath(cfg.Kubeconfig)
+	kubeconfig := lab.KubeconfigPath(cfg.Kubeconfig)
 	created := make(chan error, 1)
 	go func() { created <- p.Runtime.Create(cfg.Name, kc, cfg.Kubeconfig, cfg.Retain, wait) }()
 	select {
@@ -416,4 +416,16 @@ func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error
 		return lab.Reply{}, err
 	}
 	return lab.Reply{Pod: pod, Client: client}, nil
+}
+
+// Kubeconfig is the cluster's kubeconfig for use from this host, as `kind get kubeconfig` prints it.
+func (p *Provider) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
+	if _, err := p.find(name); err != nil {
+		return nil, err
+	}
+	kc, err := p.Runtime.KubeConfig(name)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
+	}
+	return []byte(kc), nil
 }

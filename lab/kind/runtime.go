@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -105,24 +103,4 @@ func (d *dockerRuntime) Gateway(ctx context.Context) (string, error) {
 		}
 	}
 	return "", errors.New("kind's Docker network has no IPv4 gateway")
-}
-
-// KubeconfigPath is where kind writes a cluster's kubeconfig: --kubeconfig, else the first file of $KUBECONFIG,
-// else ~/.kube/config (kind's own rule).
-func KubeconfigPath(explicit string) string {
-	if explicit != "" {
-		return explicit
-	}
-	if env := os.Getenv("KUBECONFIG"); env != "" {
-		for _, p := range filepath.SplitList(env) {
-			if p != "" {
-				return p
-			}
-		}
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(".kube", "config")
-	}
-	return filepath.Join(home, ".kube", "config")
 }

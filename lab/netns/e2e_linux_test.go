@@ -328,12 +328,15 @@ func TestInterruptedUpLeavesNothing(t *testing.T) {
 		delay time.Duration
 		args  []string
 	}
-	runs := []run{{50 * time.Millisecond, nil}, {150 * time.Millisecond, nil}}
+	// During the namespaces, the certificates, the control plane's start and the nodes' joining (up takes
+	// about 4 s).
+	runs := []run{{50 * time.Millisecond, nil}, {150 * time.Millisecond, nil}, {1200 * time.Millisecond, nil},
+		{2500 * time.Millisecond, nil}, {3500 * time.Millisecond, nil}}
 	if _, err := datapath.FindClang(); err == nil {
-		// ebpf: during the namespaces, the compile, the load and attach (with the objects cached, up takes
-		// about a second).
+		// ebpf: during the compile, the load and attach, which follow the control plane (with the objects
+		// cached, up takes about 5 s).
 		e2etest.NeedEBPF(t)
-		for _, d := range []time.Duration{200, 500, 800} {
+		for _, d := range []time.Duration{4200, 4800, 5500} {
 			runs = append(runs, run{d * time.Millisecond, []string{"--dataplane", "ebpf"}})
 		}
 	} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
@@ -90,17 +91,16 @@ func checkRoot() error {
 	return nil
 }
 
-func nodeIP(i int) string  { return fmt.Sprintf("172.18.0.%d", i+2) }
-func podCIDR(i int) string { return fmt.Sprintf("10.244.%d.0/24", i) }
+func nodeIP(i int) string { return fmt.Sprintf("172.18.0.%d", i+2) }
 
 // validateConfig checks everything `up` is given before anything is made.
 func validateConfig(cfg *lab.Config) error {
 	if err := cfg.Validate(200); err != nil {
 		return err
 	}
-	for flag, set := range map[string]bool{"--image": cfg.Image != "", "--kubernetes-version": cfg.KubernetesVersion != "", "--kubeconfig": cfg.Kubeconfig != "", "--retain": cfg.Retain} {
+	for flag, set := range map[string]bool{"--image": cfg.Image != "", "--kubernetes-version": cfg.KubernetesVersion != "", "--retain": cfg.Retain} {
 		if set {
-			return fmt.Errorf("%s is for the kind provider: a netns lab runs the proxy code built into k8sguide, with no node image, kubeconfig or cluster to keep", flag)
+			return fmt.Errorf("%s is for the kind provider: a netns lab runs the Kubernetes %s built into k8sguide, with no node image or cluster to keep", flag, controlplane.KubernetesVersion)
 		}
 	}
 	return nil
@@ -141,7 +141,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if i == 0 {
 			role = lab.ControlPlane
 		}
-		st.Nodes = append(st.Nodes, lab.Node{Name: n, Role: role, IP: nodeIP(i), PodCIDR: podCIDR(i)})
+		// The pod CIDR is the controller-manager's to give; joinNodes records it.
+		st.Nodes = append(st.Nodes, lab.Node{Name: n, Role: role, IP: nodeIP(i)})
 	}
 	defer func() {
 		if err != nil {
@@ -169,16 +170,18 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	done(fmt.Sprintf("Preparing nodes %s", strings.Repeat("📦 ", len(names))))
 
-	for _, n := range st.Nodes {
-		for _, other := range st.Nodes {
-			if other.Name != n.Name {
-				if err = ipCmd(ctx, "-n", n.Name, "route", "add", other.PodCIDR, "via", other.IP, "dev", "eth0"); err != nil {
-					return err
-				}
-			}
-		}
+	if err = p.startControlPlane(ctx, h, st); err != nil {
+		return err
 	}
-	done("Wiring pod routes between nodes (like kindnet) 🔌")
+	done("Starting control-plane 🕹️")
+	if err = p.joinNodes(ctx, h, st); err != nil {
+		return err
+	}
+	done("Joining worker nodes 🚜")
+	if err = p.wirePodNetworks(ctx, st); err != nil {
+		return err
+	}
+	done("Wiring each node's pod network and the routes between them (like kindnet) 🔌")
 
 	argv := func(n lab.Node) []string { return nodecmd.NodeProxyArgv(p.Exe, cfg.Name, n.Name) }
 	if cfg.Dataplane == dataplanes.EBPF {
@@ -216,8 +219,15 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	}
+	st.Config.Kubeconfig = lab.KubeconfigPath(cfg.Kubeconfig)
+	if err = h.Save(st); err != nil {
+		return err
+	}
+	if err = p.writeUserKubeconfig(st); err != nil {
+		return err
+	}
 	h.Close()
-	fmt.Fprintf(progress, "Lab %q is ready. Nodes:\n", cfg.Name)
+	fmt.Fprintf(progress, "Lab %q is ready. Kubeconfig: %s (context %s). Nodes:\n", cfg.Name, st.Config.Kubeconfig, KubeContext(cfg.Name))
 	for _, n := range st.Nodes {
 		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
 	}
@@ -243,14 +253,10 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 }
 
 // makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
-// route to the client, and the pod bridge cni0 holding the pods' gateway address.
+// route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR.
 func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.Node) error {
 	client := lab.ClientName(labName)
 	port := fmt.Sprintf("veth-node%d", i)
-	gw, err := workload.Gateway(n.PodCIDR)
-	if err != nil {
-		return err
-	}
 	for _, args := range [][]string{
 		{"netns", "add", n.Name},
 		{"-n", n.Name, "link", "set", "lo", "up"},
@@ -260,9 +266,6 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		{"-n", n.Name, "link", "set", "eth0", "up"},
 		{"-n", n.Name, "route", "add", "default", "via", clientIP},
 		{"-n", n.Name, "link", "add", "cni0", "type", "bridge"},
-		{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
-		{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
-		{"-n", n.Name, "link", "set", "cni0", "up"},
 	} {
 		if err := ipCmd(ctx, args...); err != nil {
 			return err
@@ -274,6 +277,34 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		"net/ipv4/ip_forward":                "1",
 		"net/bridge/bridge-nf-call-iptables": "1",
 	})
+}
+
+// wirePodNetworks does what kindnet does with the pod CIDRs the controller-manager gave the nodes: each node's
+// pod bridge holds the first address of its CIDR (the pods' gateway), and each node routes the other nodes' CIDRs
+// via their addresses.
+func (p *Provider) wirePodNetworks(ctx context.Context, st *state.Lab) error {
+	for _, n := range st.Nodes {
+		gw, err := workload.Gateway(n.PodCIDR)
+		if err != nil {
+			return err
+		}
+		cmds := [][]string{
+			{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
+			{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
+			{"-n", n.Name, "link", "set", "cni0", "up"},
+		}
+		for _, other := range st.Nodes {
+			if other.Name != n.Name {
+				cmds = append(cmds, []string{"-n", n.Name, "route", "add", other.PodCIDR, "via", other.IP, "dev", "eth0"})
+			}
+		}
+		for _, args := range cmds {
+			if err := ipCmd(ctx, args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // bridgeMAC is the fixed hardware address of a bridge that holds addr, made from it as the CNI plugins do
@@ -299,6 +330,12 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err := p.teardown(ctx, st); err != nil {
 		h.Close()
 		return err
+	}
+	if st.Config.Kubeconfig != "" {
+		if err := lab.RemoveKubeconfig(st.Config.Kubeconfig, KubeContext(name)); err != nil {
+			h.Close()
+			return fmt.Errorf("removing context %s from %s: %w", KubeContext(name), st.Config.Kubeconfig, err)
+		}
 	}
 	return h.Remove()
 }

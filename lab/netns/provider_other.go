@@ -22,3 +22,14 @@ func New() (lab.Provider, error) { return nil, errNeedsLinux }
 
 // RunNodeProxy says the provider needs Linux.
 func RunNodeProxy(context.Context, state.Store, string, string) error { return errNeedsLinux }
+
+// RunNodeAgent says the provider needs Linux.
+func RunNodeAgent(context.Context, state.Store, string, string, string, int) error {
+	return errNeedsLinux
+}
+
+// RunControlPlane says the provider needs Linux.
+func RunControlPlane(context.Context, state.Store, string) error { return errNeedsLinux }
+
+// WritePKI says the provider needs Linux.
+func WritePKI(context.Context, state.Store, string) error { return errNeedsLinux }

@@ -95,8 +95,9 @@ func setSysctls(ns string, values map[string]string) error {
 }
 
 // startDetached starts argv inside a namespace as a daemon: its own session, stdin from /dev/null, output to
-// logPath. `ip netns exec` execs argv in place, so the pid returned is the daemon's own.
-func startDetached(ns, logPath string, argv []string) (int, error) {
+// logPath. `ip netns exec` execs argv in place, so the pid returned is the daemon's own. extra are passed on as
+// descriptors 3, 4, ...
+func startDetached(ns, logPath string, argv []string, extra ...*os.File) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
@@ -104,6 +105,7 @@ func startDetached(ns, logPath string, argv []string) (int, error) {
 	defer logf.Close()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns, err)

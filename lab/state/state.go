@@ -57,6 +57,10 @@ type Lab struct {
 	Namespaces []string `json:"namespaces"`
 	// ProxyPIDs maps each node to the pid of its Service proxy process.
 	ProxyPIDs map[string]int `json:"proxyPIDs,omitempty"`
+	// AgentPIDs maps each node to the pid of its node agent (the kubelet's stand-in).
+	AgentPIDs map[string]int `json:"agentPIDs,omitempty"`
+	// APIServerPort is the port on the host's loopback where the lab's apiserver answers, as kind publishes it.
+	APIServerPort int `json:"apiServerPort,omitempty"`
 	// BPFFS is the lab's private bpf filesystem (ebpf dataplane), recorded before it is mounted.
 	BPFFS string `json:"bpffs,omitempty"`
 
@@ -230,6 +234,8 @@ type Brief struct {
 	ProxyPIDs  map[string]int `json:"proxyPIDs,omitempty"`
 	BPFFS      string         `json:"bpffs,omitempty"`
 	Pods       []BriefPod     `json:"pods,omitempty"`
+	// APIServerPort is Lab.APIServerPort.
+	APIServerPort int `json:"apiServerPort,omitempty"`
 }
 
 // BriefPod is a pod as Brief holds it: its name.

@@ -4,6 +4,7 @@ package internal
 
 import (
 	"context"
+	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -32,6 +33,19 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		},
 		NodeProxy: func(ctx context.Context, labName, node string) error {
 			return netns.RunNodeProxy(klog.NewContext(ctx, klog.Background()), state.Default(), labName, node)
+		},
+		NodeAgent: func(ctx context.Context, labName, node string, apiListenerFD int) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			return netns.RunNodeAgent(klog.NewContext(ctx, klog.Background()), state.Default(), exe, labName, node, apiListenerFD)
+		},
+		ControlPlane: func(ctx context.Context, labName string) error {
+			return netns.RunControlPlane(ctx, state.Default(), labName)
+		},
+		PKI: func(ctx context.Context, labName string) error {
+			return netns.WritePKI(ctx, state.Default(), labName)
 		},
 	})
 }

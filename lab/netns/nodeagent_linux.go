@@ -1,0 +1,316 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/klog/v2"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+	kubeconfigphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/kubeconfig"
+	"k8s.io/kubernetes/cmd/kubeadm/app/phases/markcontrolplane"
+	kubeletutil "k8s.io/kubernetes/pkg/kubelet/util"
+	"k8s.io/utils/clock"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/controlplane"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
+	"github.com/k8sguide/k8sguide/lab/state"
+)
+
+// The kubelet's defaults for the node's heartbeat: a 40 s Lease renewed every quarter of it, and a full status
+// report every 5 minutes when nothing changes.
+const (
+	nodeLeaseDuration     = 40
+	nodeLeaseRenew        = 10 * time.Second
+	nodeStatusReport      = 5 * time.Minute
+	controlPlaneRestart   = time.Second
+	apiServerWaitInterval = 100 * time.Millisecond
+)
+
+// controlPlaneConfig is the control plane of a lab: its files beside the lab's state, on the first node.
+func controlPlaneConfig(store state.Store, cfg lab.Config, nodes []lab.Node) controlplane.Config {
+	return controlplane.Config{
+		Dir:              store.Dir(cfg.Name) + "/control-plane",
+		ClusterName:      cfg.Name,
+		NodeName:         nodes[0].Name,
+		AdvertiseAddress: nodes[0].IP,
+		ServiceSubnet:    lab.ServiceSubnet,
+		PodSubnet:        lab.PodSubnet,
+		NodePortRange:    cfg.NodePortRange,
+	}
+}
+
+// WritePKI is `internal pki`: kubeadm's certificates and kubeconfigs for a lab being created.
+func WritePKI(ctx context.Context, store state.Store, labName string) error {
+	st, err := store.Read(labName)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		names[i] = n.Name
+	}
+	return controlplane.WritePKI(controlPlaneConfig(store, st.Config, st.Nodes), names)
+}
+
+// RunControlPlane is `internal control-plane`, run by the control-plane node's agent.
+func RunControlPlane(ctx context.Context, store state.Store, labName string) error {
+	st, err := store.Read(labName)
+	if err != nil {
+		return err
+	}
+	return controlplane.Run(ctx, controlPlaneConfig(store, st.Config, st.Nodes))
+}
+
+// RunNodeAgent is a node's agent, in the place of kind's kubelet: it registers the Node (addresses, capacity,
+// Ready) and keeps its Lease, and on the control-plane node it also runs the control plane (restarting it when it
+// dies, as a kubelet restarts its static pods), does what `kubeadm init` does after the apiserver is up (marks
+// the node, binds the admins' group), and forwards the host's loopback port to the apiserver (kind's port
+// mapping). apiListenerFD is that port's listening socket, or -1.
+func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName string, apiListenerFD int) error {
+	st, err := store.Read(labName)
+	if err != nil {
+		return err
+	}
+	node, ok := st.Node(nodeName)
+	if !ok {
+		return &lab.NotFoundError{Kind: "node", Name: nodeName}
+	}
+	cp := controlPlaneConfig(store, st.Config, st.Nodes)
+	logger := klog.FromContext(ctx).WithValues("node", nodeName)
+	ctx = klog.NewContext(ctx, logger)
+
+	if node.Role == lab.ControlPlane {
+		go superviseControlPlane(ctx, exe, labName, store.Dir(labName)+"/control-plane.log")
+		if apiListenerFD >= 0 {
+			l, err := net.FileListener(os.NewFile(uintptr(apiListenerFD), "apiserver"))
+			if err != nil {
+				return fmt.Errorf("the host's apiserver socket: %w", err)
+			}
+			go forward(ctx, l, net.JoinHostPort(node.IP, strconv.Itoa(controlplane.Port)))
+		}
+	}
+
+	client, err := clientFor(cp.NodeKubeconfig(nodeName))
+	if err != nil {
+		return err
+	}
+	if err := register(ctx, client, node); err != nil {
+		return err
+	}
+	logger.Info("node registered")
+	// Nothing may change the Node before the node-IPAM controller has given it a pod CIDR: an update it sees
+	// first makes it allocate a second CIDR, and the one it then releases leaves a hole the next node skips.
+	if err := wait.PollUntilContextCancel(ctx, apiServerWaitInterval, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		return err == nil && n.Spec.PodCIDR != "", nil
+	}); err != nil {
+		return err
+	}
+	if node.Role == lab.ControlPlane {
+		if err := initControlPlane(ctx, cp); err != nil {
+			return err
+		}
+	}
+	heartbeat := lease.NewController(clock.RealClock{}, client, nodeName, nodeLeaseDuration, nil, nodeLeaseRenew,
+		nodeName, v1.NamespaceNodeLease, kubeletutil.SetNodeOwnerFunc(ctx, client, nodeName))
+	go heartbeat.Run(ctx)
+	report := time.NewTicker(nodeStatusReport)
+	defer report.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-report.C:
+			if err := reportStatus(ctx, client, nodeName); err != nil {
+				logger.Error(err, "node status")
+			}
+		}
+	}
+}
+
+func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// superviseControlPlane runs the control-plane process and starts it again whenever it exits, until ctx ends.
+func superviseControlPlane(ctx context.Context, exe, labName, logPath string) {
+	logger := klog.FromContext(ctx)
+	for ctx.Err() == nil {
+		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			logger.Error(err, "control plane log")
+			return
+		}
+		argv := nodecmd.ControlPlaneArgv(exe, labName)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		// The control plane goes with its agent, as static pods go with a node.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		runtime.LockOSThread() // Pdeathsig follows the thread that started the child
+		err = cmd.Start()
+		if err == nil {
+			logger.Info("control plane started", "pid", cmd.Process.Pid)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				cmd.Process.Signal(syscall.SIGTERM)
+				<-done
+			}
+		}
+		runtime.UnlockOSThread()
+		logf.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Error(err, "control plane exited; starting it again", "after", controlPlaneRestart)
+		time.Sleep(controlPlaneRestart)
+	}
+}
+
+// forward copies each connection accepted on the host's loopback to the apiserver, as kind's port mapping does
+// for its control-plane container.
+func forward(ctx context.Context, l net.Listener, to string) {
+	go func() { <-ctx.Done(); l.Close() }()
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "apiserver port")
+			}
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := net.DialTimeout("tcp", to, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer out.Close()
+			go func() { io.Copy(out, in); out.(*net.TCPConn).CloseWrite() }()
+			io.Copy(in, out)
+		}()
+	}
+}
+
+// register creates the node's Node object with its status in the same call, as the kubelet does (creating it
+// and then writing the status makes the node-IPAM controller allocate a CIDR twice). It waits for the apiserver.
+func register(ctx context.Context, client kubernetes.Interface, n lab.Node) error {
+	node := nodeObject(n)
+	return wait.PollUntilContextCancel(ctx, apiServerWaitInterval, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			// AlreadyExists: the agent restarted; the Node is ours from before.
+			return true, nil
+		default:
+			klog.FromContext(ctx).V(2).Info("registering", "err", err)
+			return false, nil
+		}
+	})
+}
+
+// nodeObject is the Node a kubelet would register for a lab node: kubernetes.io labels, the node's address and
+// name, a kubelet's default capacity (110 pods), Ready. The container runtime is none: pods are network
+// namespaces running k8sguide's pod server.
+func nodeObject(n lab.Node) *v1.Node {
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	kernel := unix.ByteSliceToString(uts.Release[:])
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		v1.ResourceMemory: resource.MustParse("8Gi"),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+	now := metav1.Now()
+	cond := func(t v1.NodeConditionType, s v1.ConditionStatus, reason, msg string) v1.NodeCondition {
+		return v1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name,
+			Labels: map[string]string{
+				v1.LabelHostname: n.Name, v1.LabelOSStable: "linux", v1.LabelArchStable: runtime.GOARCH,
+				"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": runtime.GOARCH,
+			},
+			Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+		},
+		Status: v1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			Addresses:   []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.IP}, {Type: v1.NodeHostName, Address: n.Name}},
+			Conditions: []v1.NodeCondition{
+				cond(v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+				cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+				cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+				cond(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "k8sguide's node agent is posting ready status"),
+			},
+			NodeInfo: v1.NodeSystemInfo{
+				KernelVersion:           kernel,
+				OSImage:                 "k8sguide netns lab",
+				ContainerRuntimeVersion: "netns://k8sguide",
+				KubeletVersion:          controlplane.KubernetesVersion,
+				OperatingSystem:         "linux",
+				Architecture:            runtime.GOARCH,
+			},
+		},
+	}
+}
+
+// reportStatus renews the node's conditions' heartbeat, as the kubelet's periodic status report does.
+func reportStatus(ctx context.Context, client kubernetes.Interface, name string) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	for i := range n.Status.Conditions {
+		n.Status.Conditions[i].LastHeartbeatTime = now
+	}
+	_, err = client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+// initControlPlane does what `kubeadm init` does once the apiserver answers: bind the kubeadm:cluster-admins
+// group (admin.conf's) to cluster-admin, and mark the control-plane node (label and NoSchedule taint).
+func initControlPlane(ctx context.Context, cp controlplane.Config) error {
+	admin, err := clientFor(cp.AdminKubeconfig())
+	if err != nil {
+		return err
+	}
+	super, err := clientFor(cp.SuperAdminKubeconfig())
+	if err != nil {
+		return err
+	}
+	if _, err := kubeconfigphase.EnsureAdminClusterRoleBindingImpl(ctx, admin, super, apiServerWaitInterval, time.Minute); err != nil {
+		return fmt.Errorf("binding the admins' group: %w", err)
+	}
+	taint := v1.Taint{Key: kubeadmconstants.LabelNodeRoleControlPlane, Effect: v1.TaintEffectNoSchedule}
+	if err := markcontrolplane.MarkControlPlane(super, cp.NodeName, []v1.Taint{taint}); err != nil {
+		return fmt.Errorf("marking the control-plane node: %w", err)
+	}
+	return nil
+}
