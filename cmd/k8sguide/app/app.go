@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 
@@ -19,6 +18,7 @@ import (
 	execcmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/exec"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/get"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/internal"
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/kubectl"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/lb"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeip"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeport"
@@ -49,6 +49,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		nodeport.NewCommand(streams),
 		nodeip.NewCommand(streams),
 		execcmd.NewCommand(streams),
+		kubectl.NewCommand(streams),
 		snapshot.NewCommand(streams),
 		tracecmd.NewCommand(streams),
 		lb.NewCommand(streams),
@@ -68,7 +69,8 @@ func Run(args []string, in io.Reader, out, errOut io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	var exitErr *exec.ExitError
+	// A command run for the user (exec's, kubectl) has said what went wrong: pass its status on.
+	var exitErr interface{ ExitCode() int }
 	if errors.As(err, &exitErr) && exitErr.ExitCode() > 0 {
 		return exitErr.ExitCode()
 	}

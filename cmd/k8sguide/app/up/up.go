@@ -51,7 +51,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.LBAlgorithm, "lb-algorithm", "", "ebpf dataplane: Cilium's --bpf-lb-algorithm, random (default) or maglev")
 	fl.StringVar(&f.Image, "image", "", "kind: node image (default: Kubernetes 1.36.4, pinned by digest)")
 	fl.StringVar(&f.KubernetesVersion, "kubernetes-version", "", "kind: pick the node image by Kubernetes version instead of --image")
-	fl.StringVar(&f.Kubeconfig, "kubeconfig", "", "kind: where to write the kubeconfig (default as kind: $KUBECONFIG, else ~/.kube/config)")
+	fl.StringVar(&f.Kubeconfig, "kubeconfig", "", "where to write the lab's context (default as kind: $KUBECONFIG, else ~/.kube/config)")
 	fl.BoolVar(&f.Retain, "retain", false, "kind: keep the cluster if creating it fails, for debugging")
 	fl.BoolVar(&f.DryRun, "dry-run", false, "kind: print the kind config (and Cilium's Helm values) instead of creating anything")
 	fl.StringVarP(&f.Output, "output", "o", "yaml", "with --dry-run: yaml or json")
