@@ -105,29 +105,30 @@ func (c Config) kubeadm() (*kubeadmapi.InitConfiguration, error) {
 		// seconds the lab's nodes spend refused.
 		{Name: "shutdown-delay-duration", Value: "0s"},
 	}
-	cm := c.controllerManagerKubeconfig()
-	cfg.ControllerManager.ExtraArgs = []kubeadmapi.Arg{
-		{Name: "kubeconfig", Value: cm},
-		{Name: "authentication-kubeconfig", Value: cm},
-		{Name: "authorization-kubeconfig", Value: cm},
+	cfg.ControllerManager.ExtraArgs = append(kubeconfigArgs(c.controllerManagerKubeconfig()),
 		// One replica: without leader election a restarted controller-manager starts at once instead of
 		// waiting out its predecessor's lease (15 s).
-		{Name: "leader-elect", Value: "false"},
+		kubeadmapi.Arg{Name: "leader-elect", Value: "false"},
 		// kubeadm also enables the bootstrap-token controllers; a netns lab joins nodes by certificate.
-		{Name: "controllers", Value: "*"},
+		kubeadmapi.Arg{Name: "controllers", Value: "*"},
 		// With kubeadm's true, every controller first waits for its own ServiceAccount and token: about five
 		// seconds of every start. The controllers run with the controller-manager's own certificate instead,
 		// which bindControllerRoles gives exactly the controllers' roles.
-		{Name: "use-service-account-credentials", Value: "false"},
-	}
-	sc := c.schedulerKubeconfig()
-	cfg.Scheduler.ExtraArgs = []kubeadmapi.Arg{
-		{Name: "kubeconfig", Value: sc},
-		{Name: "authentication-kubeconfig", Value: sc},
-		{Name: "authorization-kubeconfig", Value: sc},
-		{Name: "leader-elect", Value: "false"},
-	}
+		kubeadmapi.Arg{Name: "use-service-account-credentials", Value: "false"},
+	)
+	cfg.Scheduler.ExtraArgs = append(kubeconfigArgs(c.schedulerKubeconfig()),
+		kubeadmapi.Arg{Name: "leader-elect", Value: "false"})
 	return cfg, nil
+}
+
+// kubeconfigArgs point a component's three kubeconfig flags, which kubeadm sets to /etc/kubernetes/NAME.conf,
+// at the lab's file.
+func kubeconfigArgs(path string) []kubeadmapi.Arg {
+	return []kubeadmapi.Arg{
+		{Name: "kubeconfig", Value: path},
+		{Name: "authentication-kubeconfig", Value: path},
+		{Name: "authorization-kubeconfig", Value: path},
+	}
 }
 
 // Commands are the command lines of kube-apiserver, kube-controller-manager and kube-scheduler, as kubeadm writes

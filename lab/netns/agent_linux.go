@@ -51,13 +51,9 @@ func (n nodeSource) Node() *v1.Node { return n.node }
 // it builds the lab's dataplane proxier, hands it the lab's Services and EndpointSlices whenever the lab's state
 // changes, and reports each generation it has put into the kernel. It returns when ctx ends or the lab is gone.
 func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName string) error {
-	st, err := store.Read(labName)
+	st, node, err := readNode(store, labName, nodeName)
 	if err != nil {
 		return err
-	}
-	node, ok := st.Node(nodeName)
-	if !ok {
-		return &lab.NotFoundError{Kind: "node", Name: nodeName}
 	}
 	period, err := resyncPeriod()
 	if err != nil {
@@ -125,6 +121,19 @@ func RunNodeProxy(ctx context.Context, store state.Store, labName, nodeName stri
 		}
 		st, seen = next, fi
 	}
+}
+
+// readNode reads the lab's state for a process of one of its nodes, and that node.
+func readNode(store state.Store, labName, nodeName string) (*state.Lab, lab.Node, error) {
+	st, err := store.Read(labName)
+	if err != nil {
+		return nil, lab.Node{}, err
+	}
+	node, ok := st.Node(nodeName)
+	if !ok {
+		return nil, lab.Node{}, &lab.NotFoundError{Kind: "node", Name: nodeName}
+	}
+	return st, node, nil
 }
 
 // writeApplied reports a generation as applied, with how long the proxier's sync of it took.

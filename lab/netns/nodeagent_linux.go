@@ -85,13 +85,9 @@ func RunControlPlane(ctx context.Context, store state.Store, labName string) err
 // the node, binds the admins' group), and forwards the host's loopback port to the apiserver (kind's port
 // mapping). apiListenerFD is that port's listening socket, or -1.
 func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName string, apiListenerFD int) error {
-	st, err := store.Read(labName)
+	st, node, err := readNode(store, labName, nodeName)
 	if err != nil {
 		return err
-	}
-	node, ok := st.Node(nodeName)
-	if !ok {
-		return &lab.NotFoundError{Kind: "node", Name: nodeName}
 	}
 	cp := controlPlaneConfig(store, st.Config, st.Nodes)
 	logger := klog.FromContext(ctx).WithValues("node", nodeName)
