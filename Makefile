@@ -5,6 +5,8 @@ DATAPLANE ?= iptables
 # auto: kind where a Docker engine answers, the netns lab otherwise.
 PROVIDER  ?= auto
 K8SGUIDE  := ./$(BIN)
+# The guide's own kubectl commands, with the kubectl built into k8sguide, against the lab.
+KUBECTL   := $(K8SGUIDE) kubectl --name $(NAME) --
 
 # Where a node keeps its NodePorts, per dataplane.
 ifeq ($(DATAPLANE),nftables)
@@ -70,18 +72,19 @@ up: build
 down:
 	$(K8SGUIDE) down --name $(NAME)
 
-# `kubectl create deployment web --image=nginx` (1 replica)
+# The guide's steps, as the guide writes them.
 deployment:
-	$(K8SGUIDE) deploy --name $(NAME) --replicas 1
+	$(KUBECTL) create deployment web --image=nginx
 
 scale-up:
-	$(K8SGUIDE) scale --name $(NAME) --replicas 3
+	$(KUBECTL) scale --replicas=3 deployment/web
 
 scale-down:
-	$(K8SGUIDE) scale --name $(NAME) --replicas 0
+	$(KUBECTL) scale --replicas=0 deployment/web
 
 nodeport:
-	$(K8SGUIDE) nodeport --name $(NAME)
+	$(KUBECTL) expose deployment web --port=80 --type=NodePort
+	$(KUBECTL) get svc web
 
 # A packet from the client to web's NodePort on worker2: every rule, every endpoint's chance; then the same
 # flow for real, compared with the kernel's own trace.

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
 	"github.com/k8sguide/k8sguide/dataplanes"
-	"github.com/k8sguide/k8sguide/lab/alloc"
 )
 
 // Validate checks what `up` is given, for any provider, and fills defaults. maxWorkers is the provider's limit.
@@ -19,8 +20,9 @@ func (cfg *Config) Validate(maxWorkers int) error {
 	if cfg.NodePortRange == "" {
 		cfg.NodePortRange = DefaultNodePortRange
 	}
-	if _, err := alloc.ParsePortRange(cfg.NodePortRange); err != nil {
-		return err
+	// Parsed as the apiserver parses its --service-node-port-range, which the lab passes on.
+	if _, err := utilnet.ParsePortRange(cfg.NodePortRange); err != nil {
+		return fmt.Errorf("invalid --service-node-port-range %q: %w", cfg.NodePortRange, err)
 	}
 	switch {
 	case cfg.LBAlgorithm == "":

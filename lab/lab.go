@@ -9,7 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
-	"time"
+	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	appsv1 "k8s.io/api/apps/v1"
@@ -99,10 +99,12 @@ type Status struct {
 	Provider  string          `json:"provider"`
 	Dataplane dataplanes.Name `json:"dataplane"`
 	Nodes     []Node          `json:"nodes"`
+	// NodePortAddresses is kube-proxy's --nodeport-addresses where the provider knows it (nil: unset).
+	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
 	// Client is the lab's outside host: the address NodePort traffic comes from (the Docker bridge gateway
 	// on kind, the client namespace on netns).
 	Client string `json:"client,omitempty"`
-	// Proxies tells, per node, whether its proxy is running and which state generation it has applied.
+	// Proxies tells, per node, whether its proxy is running.
 	Proxies map[string]ProxyStatus `json:"proxies,omitempty"`
 	// BPFFS is where the ebpf dataplane pins its maps: the lab's own bpf filesystem, with a directory per node
 	// ("" means Cilium's own place on every node, /sys/fs/bpf).
@@ -125,10 +127,7 @@ func (s Status) CiliumMaps(node string) string {
 
 // ProxyStatus is the state of one node's Service proxy.
 type ProxyStatus struct {
-	Running bool  `json:"running"`
-	Applied int64 `json:"applied"`
-	// LastSync is how long the proxier took to put the last applied generation into the kernel.
-	LastSync time.Duration `json:"lastSync"`
+	Running bool `json:"running"`
 }
 
 // Streams are the standard streams of a command run in a node.
@@ -192,6 +191,16 @@ type Provider interface {
 	Kubeconfig(ctx context.Context, name string) ([]byte, error)
 	// Get makes one HTTP request to addr ("IP:PORT") from the lab's client and says who answered.
 	Get(ctx context.Context, name, addr string) (Reply, error)
+}
+
+// FirstLine is the first non-blank line of a tool's message, trimmed: errors are one line.
+func FirstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return ""
 }
 
 // NotFoundError says that a named lab or node does not exist.

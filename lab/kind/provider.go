@@ -23,6 +23,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/podserver"
+	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
 // ProviderName is the name of this provider.
@@ -190,15 +191,15 @@ func createError(err error, image string) error {
 	case strings.Contains(msg, "failed to pull image"):
 		return fmt.Errorf("could not pull the kind node image %s: check that this host reaches its registry (docker pull %s)", image, image)
 	case strings.Contains(msg, "already exist"):
-		return fmt.Errorf("kind: %s", firstLine(msg))
+		return fmt.Errorf("kind: %s", lab.FirstLine(msg))
 	}
 	var re *kindexec.RunError
 	if errors.As(err, &re) {
 		if out := lastLine(string(re.Output)); out != "" {
-			return fmt.Errorf("kind: %s: %s", firstLine(msg), out)
+			return fmt.Errorf("kind: %s: %s", lab.FirstLine(msg), out)
 		}
 	}
-	return fmt.Errorf("kind: %s", firstLine(msg))
+	return fmt.Errorf("kind: %s", lab.FirstLine(msg))
 }
 
 func lastLine(s string) string {
@@ -312,6 +313,18 @@ func compareNodeNames(a, b string) int {
 		return len(a) - len(b)
 	}
 	return strings.Compare(a, b)
+}
+
+// Workloads gives the cluster's objects through client-go; a rollout may wait minutes for image pulls.
+func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, error) {
+	if _, err := p.find(name); err != nil {
+		return nil, err
+	}
+	cs, err := p.clientset(name)
+	if err != nil {
+		return nil, err
+	}
+	return workload.Client(cs, 3*time.Minute, time.Second), nil
 }
 
 // clientset is the cluster's API client, made once per command: reading the kubeconfig is a docker exec into the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k8sguide/k8sguide/lab"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -42,7 +43,7 @@ func EngineAnswers(ctx context.Context) error {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil || strings.TrimSpace(stdout.String()) == "" {
-		msg := firstLine(stderr.String())
+		msg := lab.FirstLine(stderr.String())
 		if msg == "" && err != nil {
 			msg = err.Error()
 		}
@@ -52,15 +53,6 @@ func EngineAnswers(ctx context.Context) error {
 		return fmt.Errorf("no Docker engine answers (%s)", msg)
 	}
 	return nil
-}
-
-func firstLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			return l
-		}
-	}
-	return ""
 }
 
 // dockerRuntime is kind's library on Docker.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k8sguide/k8sguide/lab"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 )
 
@@ -160,7 +161,7 @@ func output(ctx context.Context, node nodes.Node, stdin io.Reader, name string, 
 	}
 	cmd.SetStderr(&stderr)
 	if err := cmd.Run(); err != nil {
-		if msg := firstLine(stderr.String()); msg != "" {
+		if msg := lab.FirstLine(stderr.String()); msg != "" {
 			return "", fmt.Errorf("%s", msg)
 		}
 		return "", err

@@ -196,7 +196,7 @@ func (p *Provider) clientset(labName string) (*kubernetes.Clientset, error) {
 
 // Kubeconfig is the lab's own kubeconfig.
 func (p *Provider) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
-	if _, err := p.Store.Brief(name); err != nil {
+	if _, err := p.Store.View(name); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(p.KubeconfigPath(name))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +19,12 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/state"
+	v1 "k8s.io/api/core/v1"
 )
 
 // These tests drive the real k8sguide binary, as a user would, against real namespaces, real kube-proxy rules
@@ -53,25 +56,47 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// testEndToEnd runs the guide's NodePort lab with the guide's own kubectl commands, then checks every node's
+// NodePort from the client, the rules, trace --verify, and a scale-down.
 func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	name := "e2e-" + string(d)[:3]
 	upLab(t, name, "--dataplane", string(d))
-	mustK8sguide(t, "deploy", "--name", name)
-	out := mustK8sguide(t, "nodeport", "--name", name)
+	kubectl := func(args ...string) string {
+		return mustK8sguide(t, append([]string{"kubectl", "--name", name, "--"}, args...)...)
+	}
+	kubectl("create", "deployment", "web", "--image=nginx")
+	kubectl("scale", "--replicas=3", "deployment/web")
+	kubectl("expose", "deployment", "web", "--port=80", "--type=NodePort")
+	kubectl("rollout", "status", "deployment/web", "--timeout=2m")
 	port := nodePortOf(t, name, "web")
-	if !strings.Contains(out, "80:"+port+"/TCP") {
-		t.Errorf("nodeport output does not show 80:%s/TCP", port)
+	if out := kubectl("get", "svc", "web"); !strings.Contains(out, "80:"+port+"/TCP") || !strings.Contains(out, "NodePort") {
+		t.Errorf("kubectl get svc web does not show a NodePort 80:%s/TCP:\n%s", port, out)
 	}
 	ctx := context.Background()
 	p := provider()
+	// The guide's commands return before the dataplanes have the Service; wait for every node's kernel.
+	if err := live.WaitServing(ctx, p, name, func(s *v1.Service) bool { return s.Name == "web" }, live.ServingTimeout); err != nil {
+		t.Fatal(err)
+	}
 	status, err := p.Status(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, _ := p.Workloads(ctx, name)
 	pods, _ := w.Pods(ctx)
+	pods = slices.DeleteFunc(pods, func(p v1.Pod) bool { return p.Labels["app"] != "web" })
 	if len(pods) != 3 {
 		t.Fatalf("%d pods, want 3", len(pods))
+	}
+	// get ep and get pods -o wide show the pods' addresses (and nodes) as on kind.
+	ep, wide := kubectl("get", "ep"), kubectl("get", "pods", "-o", "wide")
+	for _, pod := range pods {
+		if !strings.Contains(ep, pod.Status.PodIP+":80") {
+			t.Errorf("kubectl get ep does not list %s:80:\n%s", pod.Status.PodIP, ep)
+		}
+		if !regexp.MustCompile(regexp.QuoteMeta(pod.Name) + `\s+1/1\s+Running\s+0\s+\S+\s+` + regexp.QuoteMeta(pod.Status.PodIP) + `\s+` + regexp.QuoteMeta(pod.Spec.NodeName)).MatchString(wide) {
+			t.Errorf("kubectl get pods -o wide does not show %s ready on %s at %s:\n%s", pod.Name, pod.Spec.NodeName, pod.Status.PodIP, wide)
+		}
 	}
 
 	// 30 connections from the client to each node's NodePort: all answer, and all 3 pods answer overall.
@@ -140,6 +165,11 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 		}
 	}
 
+	// The tracer agrees with the kernel on a packet to the NodePort.
+	if out := mustK8sguide(t, "trace", "--name", name, "--node", status.Nodes[1].Name, "--dst", net.JoinHostPort(status.Nodes[1].IP, port), "--verify"); !strings.Contains(out, "Verdict: agree") {
+		t.Errorf("trace --verify does not agree:\n%s", out)
+	}
+
 	mustK8sguide(t, "down", "--name", name)
 	assertNothingLeft(t, name)
 }
@@ -205,11 +235,11 @@ func TestNodePortAllocation(t *testing.T) {
 			t.Errorf("dynamic nodePort %d is in the static band 30000-30085", np)
 		}
 	}
-	// Refused Services left nothing: they are not in the lab.
+	// Refused Services left nothing: they are not in the lab (beside the 11, the apiserver's kubernetes).
 	w, _ := provider().Workloads(context.Background(), name)
 	svcs, _ := w.Services(context.Background())
-	if len(svcs) != 11 {
-		t.Errorf("%d services, want 11", len(svcs))
+	if len(svcs) != 12 {
+		t.Errorf("%d services, want 12", len(svcs))
 	}
 }
 
@@ -237,6 +267,56 @@ func TestNodePortAddresses(t *testing.T) {
 			outside := net.JoinHostPort("172.18.0.3", port)
 			if pr := lab.ProbeAddr(ctx, p, name, outside, 3); pr.Failures != 3 {
 				t.Errorf("NodePort on %s (outside --nodeport-addresses) answered: %v", outside, pr.Answers)
+			}
+		})
+	}
+	// primary: kube-proxy's server resolves it to the node's own address (-d NODEIP/32 in iptables, the
+	// nodeport-ips set in nftables); nftables mode does so when the flag is not given at all (upstream's
+	// default for that mode).
+	for _, tc := range []struct {
+		d     dataplanes.Name
+		flags []string
+		want  func(node lab.Node) []string
+	}{
+		{dataplanes.IPTables, []string{"--nodeport-addresses", "primary"}, func(n lab.Node) []string {
+			return []string{"-A KUBE-SERVICES -d " + n.IP + "/32 -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -j KUBE-NODEPORTS"}
+		}},
+		{dataplanes.NFTables, nil, func(n lab.Node) []string {
+			return []string{"set nodeport-ips", "elements = { " + n.IP + " }", "ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports"}
+		}},
+	} {
+		t.Run(string(tc.d)+"-primary", func(t *testing.T) {
+			needRoot(t, toolFor(tc.d))
+			name := "e2e-npp" + string(tc.d)[:1]
+			upLab(t, name, append([]string{"--dataplane", string(tc.d), "--workers", "1"}, tc.flags...)...)
+			mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
+			mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			port := nodePortOf(t, name, "web")
+			status, err := provider().Status(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range status.Nodes {
+				argv := []string{"iptables-save", "-t", "nat"}
+				if tc.d == dataplanes.NFTables {
+					argv = []string{"nft", "list", "table", "ip", "kube-proxy"}
+				}
+				rules := mustK8sguide(t, append([]string{"exec", "--name", name, n.Name, "--"}, argv...)...)
+				for _, want := range tc.want(n) {
+					if !strings.Contains(rules, want) {
+						t.Errorf("%s: the rules lack %q:\n%s", n.Name, want, rules)
+					}
+				}
+				// The node's address answers; its pod bridge's (another local address) does not.
+				if pr := lab.ProbeAddr(context.Background(), provider(), name, net.JoinHostPort(n.IP, port), 3); pr.Failures != 0 {
+					t.Errorf("NodePort on %s:%s: %s", n.IP, port, pr.LastErr)
+				}
+			}
+			cni := strings.TrimSuffix(status.Nodes[1].PodCIDR, "0/24") + "1"
+			var out bytes.Buffer
+			err = provider().Exec(context.Background(), name, status.Nodes[0].Name, []string{"curl", "-s", "-m", "2", "http://" + net.JoinHostPort(cni, port) + "/"}, lab.Streams{Out: &out, Err: &out})
+			if err == nil {
+				t.Errorf("NodePort on %s (a pod bridge, not the primary address) answered", cni)
 			}
 		})
 	}
@@ -301,16 +381,18 @@ func TestBadInput(t *testing.T) {
 	assertNothingLeft(t, "e2e-bad3")
 }
 
-// oldClangPath is a PATH holding iproute2's ip and a clang that says it is Debian bookworm's 14.0.6.
+// oldClangPath is a PATH holding iproute2's ip, util-linux's nsenter and a clang that says it is Debian bookworm's 14.0.6.
 func oldClangPath(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(ip, filepath.Join(dir, "ip")); err != nil {
-		t.Fatal(err)
+	for _, tool := range []string{"ip", "nsenter"} {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(path, filepath.Join(dir, tool)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	clang := "#!/bin/sh\necho 'Debian clang version 14.0.6'\n"
 	if err := os.WriteFile(filepath.Join(dir, "clang"), []byte(clang), 0o755); err != nil {

@@ -145,7 +145,7 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]string, err
 }
 
 // ebpfProxyArgv is the command line of a node's k8sguide-cilium.
-func (p *Provider) ebpfProxyArgv(agent string, cfg lab.Config, n lab.Node, object string) []string {
+func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab.Node, object string) []string {
 	alg := cfg.LBAlgorithm
 	if alg == "" {
 		alg = lab.LBRandom
@@ -158,7 +158,8 @@ func (p *Provider) ebpfProxyArgv(agent string, cfg lab.Config, n lab.Node, objec
 		"--devices", strings.Join(ebpfDevices, ","),
 		"--lb-algorithm", alg,
 		"--nodeport-range", cfg.NodePortRange,
-		"--state", p.Store.StatePath(cfg.Name),
-		"--applied", appliedPath(p.Store.Dir(cfg.Name), n.Name),
+		// The agent watches the apiserver with kube-proxy's credentials (system:node-proxier may read Services,
+		// EndpointSlices and Nodes), as cilium-agent does with its own.
+		"--kubeconfig", kubeconfig,
 	}
 }

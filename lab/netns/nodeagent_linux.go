@@ -2,11 +2,13 @@ package netns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -37,10 +39,12 @@ import (
 // The kubelet's defaults for the node's heartbeat: a 40 s Lease renewed every quarter of it, and a full status
 // report every 5 minutes when nothing changes.
 const (
-	nodeLeaseDuration     = 40
-	nodeLeaseRenew        = 10 * time.Second
-	nodeStatusReport      = 5 * time.Minute
-	controlPlaneRestart   = time.Second
+	nodeLeaseDuration = 40
+	nodeLeaseRenew    = 10 * time.Second
+	nodeStatusReport  = 5 * time.Minute
+	// restartDelay is how long a supervised process that died waits to start again (the kubelet's first
+	// restart of a container is immediate; a second avoids a tight loop on a process that cannot start).
+	restartDelay          = time.Second
 	apiServerWaitInterval = 100 * time.Millisecond
 )
 
@@ -80,7 +84,8 @@ func RunControlPlane(ctx context.Context, store state.Store, labName string) err
 }
 
 // RunNodeAgent is a node's agent, in the place of kind's kubelet: it registers the Node (addresses, capacity,
-// Ready) and keeps its Lease, and on the control-plane node it also runs the control plane (restarting it when it
+// Ready) and keeps its Lease, runs the pods bound to the node (pods_linux.go) and the node's proxy (kube-proxy
+// or the Cilium agent, from the manifest `up` writes for it), and on the control-plane node it also runs the control plane (restarting it when it
 // dies, as a kubelet restarts its static pods), does what `kubeadm init` does after the apiserver is up (marks
 // the node, binds the admins' group), and forwards the host's loopback port to the apiserver (kind's port
 // mapping). apiListenerFD is that port's listening socket, or -1.
@@ -94,7 +99,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	ctx = klog.NewContext(ctx, logger)
 
 	if node.Role == lab.ControlPlane {
-		go superviseControlPlane(ctx, exe, labName, store.Dir(labName)+"/control-plane.log")
+		go supervise(ctx, "control plane", nodecmd.ControlPlaneArgv(exe, labName), store.Dir(labName)+"/control-plane.log", "")
 		if apiListenerFD >= 0 {
 			l, err := net.FileListener(os.NewFile(uintptr(apiListenerFD), "apiserver"))
 			if err != nil {
@@ -128,6 +133,17 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	heartbeat := lease.NewController(clock.RealClock{}, client, nodeName, nodeLeaseDuration, nil, nodeLeaseRenew,
 		nodeName, v1.NamespaceNodeLease, kubeletutil.SetNodeOwnerFunc(ctx, client, nodeName))
 	go heartbeat.Run(ctx)
+	registered, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	node.PodCIDR = registered.Spec.PodCIDR
+	go runProxy(ctx, store, labName, nodeName)
+	go func() {
+		if err := runPods(ctx, client, exe, labName, store.Dir(labName), node); err != nil {
+			logger.Error(err, "pods")
+		}
+	}()
 	report := time.NewTicker(nodeStatusReport)
 	defer report.Stop()
 	for {
@@ -150,41 +166,92 @@ func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// superviseControlPlane runs the control-plane process and starts it again whenever it exits, until ctx ends.
-func superviseControlPlane(ctx context.Context, exe, labName, logPath string) {
-	logger := klog.FromContext(ctx)
+// supervise runs argv and starts it again whenever it exits, until ctx ends, as a kubelet restarts a static pod
+// (the control plane) or the kube-proxy pod. The process goes with the agent (Pdeathsig), as pods go with a
+// node. pidPath, when set, holds the running process's pid, for `k8sguide status`.
+func supervise(ctx context.Context, what string, argv []string, logPath, pidPath string) {
+	logger := klog.FromContext(ctx).WithValues("process", what)
 	for ctx.Err() == nil {
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			logger.Error(err, "control plane log")
-			return
-		}
-		argv := nodecmd.ControlPlaneArgv(exe, labName)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		// The control plane goes with its agent, as static pods go with a node.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		runtime.LockOSThread() // Pdeathsig follows the thread that started the child
-		err = cmd.Start()
-		if err == nil {
-			logger.Info("control plane started", "pid", cmd.Process.Pid)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err = <-done:
-			case <-ctx.Done():
-				cmd.Process.Signal(syscall.SIGTERM)
-				<-done
-			}
-		}
-		runtime.UnlockOSThread()
-		logf.Close()
+		err := runSupervised(ctx, logger, argv, logPath, pidPath)
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Error(err, "control plane exited; starting it again", "after", controlPlaneRestart)
-		time.Sleep(controlPlaneRestart)
+		logger.Error(err, "exited; starting it again", "after", restartDelay)
+		time.Sleep(restartDelay)
 	}
+}
+
+// runSupervised runs argv once, until it exits or ctx ends (then it is asked to stop, with SIGTERM).
+func runSupervised(ctx context.Context, logger klog.Logger, argv []string, logPath, pidPath string) error {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread() // Pdeathsig follows the thread that started the child
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	logger.Info("started", "pid", cmd.Process.Pid)
+	if pidPath != "" {
+		os.WriteFile(pidPath, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		cmd.Process.Signal(syscall.SIGTERM)
+		err = <-done
+	}
+	return err
+}
+
+// proxyManifest is where `up` writes the command line of a node's proxy, once the node can run it (the ebpf
+// dataplane's needs the node's compiled datapath): the lab's static pod manifest for it.
+func proxyManifest(store state.Store, labName, node string) string {
+	return filepath.Join(store.Dir(labName), "proxy-"+node+".json")
+}
+
+func proxyPIDPath(store state.Store, labName, node string) string {
+	return filepath.Join(store.Dir(labName), "proxy-"+node+".pid")
+}
+
+// writeProxyManifest hands a node's agent its proxy's command line.
+func writeProxyManifest(store state.Store, labName, node string, argv []string) error {
+	data, err := json.Marshal(argv)
+	if err != nil {
+		return err
+	}
+	path := proxyManifest(store, labName, node)
+	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// runProxy waits for the node's proxy manifest and then keeps the proxy running, as the kubelet keeps the
+// kube-proxy (or cilium-agent) pod of its node.
+func runProxy(ctx context.Context, store state.Store, labName, node string) {
+	path := proxyManifest(store, labName, node)
+	var argv []string
+	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false, nil
+		}
+		return true, json.Unmarshal(data, &argv)
+	}); err != nil {
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "proxy manifest", "path", path)
+		}
+		return
+	}
+	supervise(ctx, "proxy", argv, filepath.Join(store.Dir(labName), "proxy-"+node+".log"), proxyPIDPath(store, labName, node))
 }
 
 // forward copies each connection accepted on the host's loopback to the apiserver, as kind's port mapping does

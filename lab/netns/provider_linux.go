@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
@@ -65,7 +67,7 @@ func CheckHost(d dataplanes.Name) error {
 	if err := checkRoot(); err != nil {
 		return err
 	}
-	need := map[string]string{"ip": "iproute2"}
+	need := map[string]string{"ip": "iproute2", "nsenter": "util-linux"}
 	switch d {
 	case dataplanes.IPTables:
 		need["iptables-restore"] = "iptables"
@@ -112,7 +114,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	if _, err := resyncPeriod(); err != nil {
-		return err // the node proxies would refuse it
+		return err // kube-proxy's configuration would hold it
 	}
 	if err := CheckHost(cfg.Dataplane); err != nil {
 		return err
@@ -183,7 +185,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	done("Wiring each node's pod network and the routes between them (like kindnet) 🔌")
 
-	argv := func(n lab.Node) []string { return nodecmd.NodeProxyArgv(p.Exe, cfg.Name, n.Name) }
+	argv := func(n lab.Node) []string {
+		return nodecmd.KubeProxyArgv(p.Exe, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
+	}
 	if cfg.Dataplane == dataplanes.EBPF {
 		objs, err := compileNodes(ctx, st.Nodes)
 		if err != nil {
@@ -197,21 +201,23 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if err = mountBPFFS(st.BPFFS); err != nil {
 			return err
 		}
-		argv = func(n lab.Node) []string { return p.ebpfProxyArgv(agent, st.Config, n, objs[n.Name]) }
+		kubeconfig := controlPlaneConfig(p.Store, st.Config, st.Nodes).ProxyKubeconfig()
+		argv = func(n lab.Node) []string { return p.ebpfProxyArgv(agent, kubeconfig, st.Config, n, objs[n.Name]) }
+	} else if err = writeKubeProxyConfig(p.Store, st); err != nil {
+		return err
 	}
-	st.ProxyPIDs = map[string]int{}
 	for _, n := range st.Nodes {
-		pid, err := startDetached(n.Name, p.proxyLog(cfg.Name, n.Name), argv(n))
-		if err != nil {
+		// As kind's proxy pods see their node's /sys, so does a netns node's proxy.
+		run := append([]string{"ip", "netns", "exec", n.Name}, argv(n)...)
+		if err = writeProxyManifest(p.Store, cfg.Name, n.Name, run); err != nil {
 			return err
 		}
-		st.ProxyPIDs[n.Name] = pid
+	}
+	if err = p.waitProxies(ctx, st); err != nil {
+		return err
 	}
 	st.Phase = state.Ready
 	if err = h.Save(st); err != nil {
-		return err
-	}
-	if err = p.waitForProxies(ctx, st); err != nil {
 		return err
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
@@ -340,17 +346,45 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	return h.Remove()
 }
 
-// teardown removes the namespaces a lab recorded, pods first, then nodes, then the client.
+// teardown removes what a lab is made of: its nodes' namespaces first (their agents, with the pods' servers
+// and the control plane), then its pods' namespaces, the client's, and the lab's bpf filesystem. It removes only
+// names the lab's own rules give (the state file says which nodes there were, but a name in it that is not one
+// of this lab's is refused, not removed).
 func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 	var errs []error
+	name := st.Config.Name
+	own := map[string]bool{lab.ClientName(name): true}
+	for _, n := range lab.NodeNames(name, st.Config.Workers) {
+		own[n] = true
+	}
+	var client []string
 	for i := len(st.Namespaces) - 1; i >= 0; i-- {
-		if err := removeNamespace(ctx, st.Namespaces[i]); err != nil {
+		ns := st.Namespaces[i]
+		switch {
+		case !own[ns]:
+			errs = append(errs, fmt.Errorf("lab %s: its state names namespace %q, which is not one of the lab's: left alone", name, ns))
+		case ns == lab.ClientName(name):
+			client = append(client, ns)
+		default:
+			if err := removeNamespace(ctx, ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	pods, err := podNamespaces(name)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range append(pods, client...) {
+		if err := removeNamespace(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	// Last, once the agents are stopped and the interfaces that held the programs are gone: the pins.
 	if st.BPFFS != "" {
-		if err := unmountBPFFS(st.BPFFS); err != nil {
+		if st.BPFFS != BPFFSDir(p.Store, name) {
+			errs = append(errs, fmt.Errorf("lab %s: its state names bpf filesystem %q, which is not the lab's: left alone", name, st.BPFFS))
+		} else if err := unmountBPFFS(st.BPFFS); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -360,19 +394,31 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Store.List() }
 
 func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) {
-	st, err := p.Store.Brief(name)
+	st, err := p.Store.View(name)
 	if err != nil {
 		return lab.Status{}, err
 	}
-	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}, BPFFS: st.BPFFS}
+	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}, BPFFS: st.BPFFS,
+		NodePortAddresses: st.Config.NodePortAddresses}
 	for _, n := range st.Nodes {
-		s.Proxies[n.Name] = p.proxyStatus(name, st.ProxyPIDs[n.Name], n.Name)
+		s.Proxies[n.Name] = lab.ProxyStatus{Running: processAlive(p.proxyPID(name, n.Name))}
 	}
 	return s, nil
 }
 
-// namespaceOf resolves what `exec` may name: a node, the client, or a pod.
-func (p *Provider) namespaceOf(st *state.Brief, name, target string) (string, error) {
+// proxyPID is the pid of the node's proxy, as its agent last started it (0: none yet).
+func (p *Provider) proxyPID(labName, node string) int {
+	data, err := os.ReadFile(proxyPIDPath(p.Store, labName, node))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+// namespaceOf resolves what `exec` may name: a node, the client, or a pod (by name, in any Kubernetes namespace:
+// the first found).
+func (p *Provider) namespaceOf(ctx context.Context, st *state.Lab, name, target string) (string, error) {
 	known := []string{}
 	for _, n := range st.Nodes {
 		if n.Name == target {
@@ -383,13 +429,17 @@ func (p *Provider) namespaceOf(st *state.Brief, name, target string) (string, er
 	if target == lab.ClientName(name) {
 		return target, nil
 	}
-	for _, pod := range st.Pods {
-		if pod.Name() == target {
-			return podNamespace(name, target), nil
+	known = append(known, lab.ClientName(name))
+	if cs, err := p.clientset(name); err == nil {
+		if pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + target}); err == nil {
+			for _, pod := range pods.Items {
+				if pod.Status.PodIP != "" {
+					return podNamespace(name, pod.UID), nil
+				}
+			}
 		}
 	}
-	known = append(known, lab.ClientName(name))
-	return "", &lab.NotFoundError{Kind: "node", Name: target, Known: known}
+	return "", &lab.NotFoundError{Kind: "node or pod", Name: target, Known: known}
 }
 
 // Exec runs argv inside a node, the client or a pod, as `docker exec` does for a kind node. Its exit status is
@@ -398,11 +448,11 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	if len(argv) == 0 {
 		return errors.New("no command given: k8sguide exec NODE -- COMMAND [ARG...]")
 	}
-	st, err := p.Store.Brief(name)
+	st, err := p.Store.View(name)
 	if err != nil {
 		return err
 	}
-	ns, err := p.namespaceOf(st, name, target)
+	ns, err := p.namespaceOf(ctx, st, name, target)
 	if err != nil {
 		return err
 	}
@@ -420,7 +470,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 
 // ToolPath is this binary: a netns node shares the host's filesystem.
 func (p *Provider) ToolPath(ctx context.Context, name, node string) (string, error) {
-	if _, err := p.Store.Brief(name); err != nil {
+	if _, err := p.Store.View(name); err != nil {
 		return "", err
 	}
 	return p.Exe, nil
@@ -428,7 +478,7 @@ func (p *Provider) ToolPath(ctx context.Context, name, node string) (string, err
 
 // Get makes one HTTP request from the lab's client to addr and reports which pod answered.
 func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error) {
-	if _, err := p.Store.Brief(name); err != nil {
+	if _, err := p.Store.View(name); err != nil {
 		return lab.Reply{}, err
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -437,48 +487,29 @@ func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error
 	return httpGet(ctx, lab.ClientName(name), addr)
 }
 
-// Logs and proxy reports live beside the lab's state.
-func (p *Provider) proxyLog(labName, node string) string {
-	return filepath.Join(p.Store.Dir(labName), "proxy-"+node+".log")
-}
-
-func appliedPath(dir, node string) string { return filepath.Join(dir, "proxy-"+node+".applied") }
-
-// proxyStatus tells whether a node's proxy runs and which generation it reported applied.
-func (p *Provider) proxyStatus(labName string, pid int, node string) lab.ProxyStatus {
-	s := lab.ProxyStatus{Running: processAlive(pid)}
-	if data, err := os.ReadFile(appliedPath(p.Store.Dir(labName), node)); err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			s.Applied, _ = strconv.ParseInt(f[0], 10, 64)
-			ns, _ := strconv.ParseInt(f[1], 10, 64)
-			s.LastSync = time.Duration(ns)
-		}
-	}
-	return s
-}
-
-// waitForProxies waits until every node's proxy has put the lab's current generation into the kernel.
-func (p *Provider) waitForProxies(ctx context.Context, st *state.Lab) error {
-	// One iptables-restore of thousands of Services takes minutes with the nf_tables backend (about 40 s at
-	// 5,000 ClusterIPs, more with NodePorts): allow for it on top of the usual minute and a half.
-	deadline := time.Now().Add(90*time.Second + time.Duration(len(st.Services))*40*time.Millisecond)
+// waitProxies waits until every node's proxy serves: kube-proxy's /healthz (which answers 200 once its first
+// sync is done) on the node's address, from the client; Cilium's agent once its service map is pinned. Whether
+// each Service is in the kernel is checked by the commands (inspect/live), exactly.
+func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 	for _, n := range st.Nodes {
-		for {
-			s := p.proxyStatus(st.Config.Name, st.ProxyPIDs[n.Name], n.Name)
-			if s.Applied >= st.Generation {
-				break
+		ready := func(ctx context.Context) (bool, error) {
+			_, err := httpStatus(ctx, lab.ClientName(st.Config.Name), net.JoinHostPort(n.IP, "10256"), "/healthz")
+			return err == nil, nil
+		}
+		if st.Config.Dataplane == dataplanes.EBPF {
+			ready = func(ctx context.Context) (bool, error) {
+				_, err := os.Stat(filepath.Join(NodeBPFFS(p.Store, st.Config.Name, n.Name), "tc", "globals", "cilium_lb4_services_v2"))
+				return err == nil, nil
 			}
-			if !s.Running {
-				return fmt.Errorf("kube-proxy on %s stopped; its log:\n%s", n.Name, tail(p.proxyLog(st.Config.Name, n.Name), 15))
+		}
+		if err := p.waitCluster(ctx, st, "the proxy of "+n.Name, func(ctx context.Context) (bool, error) {
+			if pid := p.proxyPID(st.Config.Name, n.Name); pid != 0 && !processAlive(pid) {
+				log := filepath.Join(p.Store.Dir(st.Config.Name), "proxy-"+n.Name+".log")
+				return false, fmt.Errorf("the proxy of %s stopped: %s (log: %s)", n.Name, lastLogLine(log), log)
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("kube-proxy on %s did not apply the lab's changes within 90s; its log:\n%s", n.Name, tail(p.proxyLog(st.Config.Name, n.Name), 15))
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
+			return ready(ctx)
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -20,8 +20,8 @@ var errNeedsLinux = errors.New("the netns provider needs Linux (its nodes are th
 // New says the provider needs Linux.
 func New() (lab.Provider, error) { return nil, errNeedsLinux }
 
-// RunNodeProxy says the provider needs Linux.
-func RunNodeProxy(context.Context, state.Store, string, string) error { return errNeedsLinux }
+// RunKubeProxy says the provider needs Linux.
+func RunKubeProxy(context.Context, []string) error { return errNeedsLinux }
 
 // RunNodeAgent says the provider needs Linux.
 func RunNodeAgent(context.Context, state.Store, string, string, string, int) error {

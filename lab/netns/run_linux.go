@@ -94,16 +94,18 @@ func setSysctls(ns string, values map[string]string) error {
 	})
 }
 
-// startDetached starts argv inside a namespace as a daemon: its own session, stdin from /dev/null, output to
-// logPath. `ip netns exec` execs argv in place, so the pid returned is the daemon's own. extra are passed on as
-// descriptors 3, 4, ...
+// startDetached starts argv inside a network namespace as a daemon: its own session, stdin from /dev/null,
+// output to logPath. It enters the network namespace alone (nsenter --net), not the private mount namespace `ip
+// netns exec` makes: a node's agent makes its pods' namespaces with `ip netns add`, whose bind mounts must land
+// in the host's mount namespace for `down`, `exec` and `ip netns pids` to find them. nsenter execs argv in place,
+// so the pid returned is the daemon's own. extra are passed on as descriptors 3, 4, ...
 func startDetached(ns, logPath string, argv []string, extra ...*os.File) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + nsPath(ns), "--"}, argv...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -125,8 +127,8 @@ func startDetached(ns, logPath string, argv []string, extra ...*os.File) (int, e
 	return pid, nil
 }
 
-// waitInNamespace waits until pid has entered namespace ns. Until then the child is `ip` still in this
-// namespace, and a teardown that lists the namespace's processes (an interrupted up) would miss it: `ip` would
+// waitInNamespace waits until pid has entered namespace ns. Until then the child is nsenter still in this
+// namespace, and a teardown that lists the namespace's processes (an interrupted up) would miss it: nsenter would
 // then enter the deleted namespace through the descriptor it already holds and run the daemon there, out of
 // reach (a CI run left a Cilium agent behind this way).
 func waitInNamespace(pid int, ns string, exited <-chan struct{}) error {

@@ -1,12 +1,12 @@
 // Package nodecmd is the protocol between the k8sguide on the user's side and the k8sguide that runs inside a
-// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|node-proxy|pod-server|node-agent|
+// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|kube-proxy|pod-server|node-agent|
 // control-plane|pki`, hidden from users). Each command has one file here holding both ends: the argv the caller
 // builds (and, where the command answers, the reading of its answer) and the handler that parses those flags and
 // writes that answer. A change to a flag or to an answer's format is then one file, and a test can run both ends
 // against each other.
 //
 // The work behind most handlers lives above this package (a snapshot collector, the kernel tracer) or in the
-// provider that starts the process (a node's kube-proxy, agent and control plane), so NewCommand takes it as
+// provider that starts the process (a node's agent, kube-proxy and control plane), so NewCommand takes it as
 // Handlers; pod-server and connect call lab/podserver directly.
 package nodecmd
 
@@ -35,8 +35,8 @@ type Handlers struct {
 	// KernelTrace starts the kernel's trace of one flow (inspect/kerneltrace.Start); stop ends it and returns
 	// the event lines.
 	KernelTrace func(ctx context.Context, engine string, f trace.Flow) (stop func() ([]string, error), err error)
-	// NodeProxy runs a node's proxy until ctx ends (the netns provider's kube-proxy or Cilium agent).
-	NodeProxy func(ctx context.Context, labName, node string) error
+	// KubeProxy runs upstream kube-proxy with its own command line, until it fails.
+	KubeProxy func(ctx context.Context, args []string) error
 	// NodeAgent, ControlPlane and PKI are the netns provider's node agent, control plane and certificates.
 	NodeAgent    func(ctx context.Context, labName, node string, apiListenerFD int) error
 	ControlPlane func(ctx context.Context, labName string) error
@@ -46,7 +46,7 @@ type Handlers struct {
 // NewCommand returns the hidden command group.
 func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
 	cmd := &cobra.Command{Use: Group, Hidden: true, Short: "processes k8sguide runs inside a lab's nodes and pods"}
-	cmd.AddCommand(nodeProxyCommand(h.NodeProxy), podServerCommand(), collectCommand(streams, h.Collect),
+	cmd.AddCommand(kubeProxyCommand(h.KubeProxy), podServerCommand(), collectCommand(streams, h.Collect),
 		kernelTraceCommand(streams, h.KernelTrace), connectCommand(streams), nodeAgentCommand(h.NodeAgent),
 		labCommand("control-plane", h.ControlPlane), labCommand("pki", h.PKI))
 	return cmd

@@ -150,17 +150,18 @@ func TestConnect(t *testing.T) {
 	}
 }
 
-func TestNodeProxyArgv(t *testing.T) {
+// TestKubeProxyArgv checks that kube-proxy gets its flags untouched (cobra would refuse them as unknown).
+func TestKubeProxyArgv(t *testing.T) {
 	var got []string
-	run := inProcess(t, Handlers{NodeProxy: func(ctx context.Context, labName, node string) error {
-		got = []string{labName, node}
+	run := inProcess(t, Handlers{KubeProxy: func(ctx context.Context, args []string) error {
+		got = args
 		return nil
 	}})
-	if err := run(context.Background(), NodeProxyArgv("/k8sguide", "k8sguide", "k8sguide-worker2"), lab.Streams{Out: io.Discard, Err: io.Discard}); err != nil {
+	if err := run(context.Background(), KubeProxyArgv("/k8sguide", "/run/k8sguide/lab/kube-proxy.yaml", "lab-worker2"), lab.Streams{Out: io.Discard, Err: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, []string{"k8sguide", "k8sguide-worker2"}) {
-		t.Errorf("node-proxy ran with %q", got)
+	if !reflect.DeepEqual(got, []string{"--config=/run/k8sguide/lab/kube-proxy.yaml", "--hostname-override=lab-worker2"}) {
+		t.Errorf("kube-proxy ran with %q", got)
 	}
 }
 
@@ -174,11 +175,17 @@ func TestPodServerArgv(t *testing.T) {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 		ln.Close()
 	}
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	udpPort := pc.LocalAddr().(*net.UDPAddr).Port
+	pc.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var stderr strings.Builder
 	go func() {
-		done <- inProcess(t, Handlers{})(ctx, PodServerArgv("/k8sguide", "web-2", "worker", ports), lab.Streams{Out: io.Discard, Err: &stderr})
+		done <- inProcess(t, Handlers{})(ctx, PodServerArgv("/k8sguide", "web-2", "worker", ports, []int{udpPort}), lab.Streams{Out: io.Discard, Err: &stderr})
 	}()
 	defer func() {
 		cancel()
@@ -197,4 +204,23 @@ func TestPodServerArgv(t *testing.T) {
 			t.Errorf("port %d: pod %q, %v (stderr %q)", port, pod, err, stderr.String())
 		}
 	}
+	// UDP: the echo names the pod and the source it saw.
+	conn, err := net.Dial("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(udpPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	want := "web-2 " + conn.LocalAddr().String() + ": ping"
+	buf := make([]byte, 100)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		conn.Write([]byte("ping"))
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := conn.Read(buf); err == nil {
+			if got := string(buf[:n]); got != want {
+				t.Errorf("udp echo %q, want %q", got, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no udp echo (stderr %q)", stderr.String())
 }

@@ -7,28 +7,26 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// node-proxy: a netns lab node's proxy (kube-proxy or the Cilium agent's datapath), started detached by the
-// provider in the node's namespace; it runs until killed. It answers through files in the lab's state folder
-// (which generation it applied), not on stdout.
+// kube-proxy: upstream kube-proxy (k8s.io/kubernetes/cmd/kube-proxy/app), whole, as a netns lab node runs it in
+// place of kind's kube-proxy pod: its node's agent starts it in the node's namespace and restarts it when it
+// dies. Every argument after the command is kube-proxy's own (--config, --hostname-override, ...).
 
-// NodeProxyArgv is the command line that runs the proxy of lab labName's node (exe: this k8sguide).
-func NodeProxyArgv(exe, labName, node string) []string {
-	return []string{exe, Group, "node-proxy", "--name", labName, "--node", node}
+// KubeProxyArgv is the command line of a node's kube-proxy (exe: this k8sguide), with the KubeProxyConfiguration
+// file config and the node's name, as kind's DaemonSet passes --config and --hostname-override=$(NODE_NAME).
+func KubeProxyArgv(exe, config, node string) []string {
+	return []string{exe, Group, "kube-proxy", "--config=" + config, "--hostname-override=" + node}
 }
 
-func nodeProxyCommand(run func(ctx context.Context, labName, node string) error) *cobra.Command {
-	var name, node string
-	cmd := &cobra.Command{
-		Use:  "node-proxy",
-		Args: cobra.NoArgs,
+func kubeProxyCommand(run func(ctx context.Context, args []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use: "kube-proxy",
+		// kube-proxy parses its own flags.
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if run == nil {
-				return fmt.Errorf("this k8sguide has no node proxy")
+				return fmt.Errorf("this k8sguide has no kube-proxy")
 			}
-			return run(cmd.Context(), name, node)
+			return run(cmd.Context(), args)
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "", "lab name")
-	cmd.Flags().StringVar(&node, "node", "", "node name")
-	return cmd
 }

@@ -48,12 +48,20 @@ func Handler(pod, node string) http.Handler {
 	})
 }
 
-// Serve listens on every port until ctx ends.
-func Serve(ctx context.Context, pod, node string, ports []int) error {
-	if len(ports) == 0 {
+// Serve answers HTTP on every TCP port and echoes on every UDP port until ctx ends.
+func Serve(ctx context.Context, pod, node string, ports, udp []int) error {
+	if len(ports)+len(udp) == 0 {
 		return errors.New("no ports to serve")
 	}
-	errc := make(chan error, len(ports))
+	errc := make(chan error, len(ports)+len(udp))
+	for _, port := range udp {
+		pc, err := net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		go func() { errc <- echo(pc, pod) }()
+	}
 	var servers []*http.Server
 	for _, port := range ports {
 		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
@@ -77,6 +85,23 @@ func Serve(ctx context.Context, pod, node string, ports []int) error {
 		s.Shutdown(shutdown)
 	}
 	return nil
+}
+
+// echo answers each UDP datagram with "POD CLIENT: " and the datagram, so a UDP client also learns who
+// answered and which source address the pod saw.
+func echo(pc net.PacketConn, pod string) error {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return http.ErrServerClosed
+			}
+			return err
+		}
+		reply := append([]byte(pod+" "+from.String()+": "), buf[:n]...)
+		pc.WriteTo(reply, from)
+	}
 }
 
 // ParseReply reads who answered from a response.

@@ -92,7 +92,7 @@ func ForLab(name string) (lab.Provider, error) {
 	case "kind":
 		return kind.New(installCilium)
 	}
-	if _, err := state.Default().Brief(name); err == nil {
+	if _, err := state.Default().View(name); err == nil {
 		return netns.New()
 	} else if !isNotFound(err) {
 		return nil, err

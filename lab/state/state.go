@@ -1,6 +1,7 @@
-// Package state keeps a lab's state on disk: its configuration, what it is made of (namespaces, processes) and
-// its Kubernetes objects. Writers hold an exclusive flock on the lab's lock file, so two commands on one lab
-// never interleave; a save is an atomic rename, so readers (the node proxies) never see half a file.
+// Package state keeps a netns lab's record on disk: its configuration and what it is made of (namespaces,
+// processes, the apiserver's port), so that `down` removes exactly that. The lab's Kubernetes objects are its
+// apiserver's (in etcd), not here. Writers hold an exclusive flock on the lab's lock file, so two commands on
+// one lab never interleave; a save is an atomic rename, so readers never see half a file.
 package state
 
 import (
@@ -15,10 +16,6 @@ import (
 	"sort"
 	"sync"
 	"syscall"
-
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -48,26 +45,18 @@ type Lab struct {
 	Config   lab.Config `json:"config"`
 	Provider string     `json:"provider"`
 	Phase    Phase      `json:"phase"`
-	// Generation counts saves; it doubles as the resourceVersion of objects changed by that save, and node
-	// proxies report the generation they have applied.
+	// Generation counts saves.
 	Generation int64      `json:"generation"`
 	Nodes      []lab.Node `json:"nodes"`
 	// Namespaces lists every network namespace made for the lab, recorded before it is made, so that `down`
 	// (or a failed `up`) removes exactly what is ours.
 	Namespaces []string `json:"namespaces"`
-	// ProxyPIDs maps each node to the pid of its Service proxy process.
-	ProxyPIDs map[string]int `json:"proxyPIDs,omitempty"`
 	// AgentPIDs maps each node to the pid of its node agent (the kubelet's stand-in).
 	AgentPIDs map[string]int `json:"agentPIDs,omitempty"`
 	// APIServerPort is the port on the host's loopback where the lab's apiserver answers, as kind publishes it.
 	APIServerPort int `json:"apiServerPort,omitempty"`
 	// BPFFS is the lab's private bpf filesystem (ebpf dataplane), recorded before it is mounted.
 	BPFFS string `json:"bpffs,omitempty"`
-
-	Deployments    []appsv1.Deployment         `json:"deployments,omitempty"`
-	Pods           []v1.Pod                    `json:"pods,omitempty"`
-	Services       []v1.Service                `json:"services,omitempty"`
-	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
 }
 
 // Node returns the named node.
@@ -207,16 +196,12 @@ func (s Store) Read(name string) (*Lab, error) {
 
 // View is Read for callers that only look: the decoded state is shared and cached for as long as the file
 // is the same (a save renames a new file into place, so a changed state is a different file). A command that
-// asks for status, a node and the pods and Services decodes a lab with 5,000 Services once, not five times
-// (a third of a second each). The result must not be modified; copy what you hand out.
+// asks for the lab several times (status, a node, the kubeconfig) decodes it once. The result must not be
+// modified.
 func (s Store) View(name string) (*Lab, error) {
-	v, err := s.cached(name, "full", func(r io.Reader) (any, error) {
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return nil, err
-		}
+	v, err := s.cached(name, func(r io.Reader) (any, error) {
 		var l Lab
-		return &l, json.Unmarshal(data, &l)
+		return &l, json.NewDecoder(r).Decode(&l)
 	})
 	if err != nil || v == nil {
 		return nil, err
@@ -224,80 +209,8 @@ func (s Store) View(name string) (*Lab, error) {
 	return v.(*Lab), nil
 }
 
-// Brief is the part of a lab's state that names its nodes and pods, for commands that only need to find
-// one (exec, status): decoding it skips the Kubernetes objects, which are nearly all of a big lab's state.
-type Brief struct {
-	Config     lab.Config     `json:"config"`
-	Phase      Phase          `json:"phase"`
-	Generation int64          `json:"generation"`
-	Nodes      []lab.Node     `json:"nodes"`
-	ProxyPIDs  map[string]int `json:"proxyPIDs,omitempty"`
-	BPFFS      string         `json:"bpffs,omitempty"`
-	Pods       []BriefPod     `json:"pods,omitempty"`
-	// APIServerPort is Lab.APIServerPort.
-	APIServerPort int `json:"apiServerPort,omitempty"`
-}
-
-// BriefPod is a pod as Brief holds it: its name.
-type BriefPod struct {
-	Metadata struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-}
-
-// Name is the pod's name.
-func (p BriefPod) Name() string { return p.Metadata.Name }
-
-// Brief reads a lab's Brief, shared and cached like View: do not modify it. It stops reading the file at
-// the Services: everything it needs comes before them (Lab's field order, which TestBriefFieldsComeFirst
-// keeps), and a big lab's file is nearly all Services and EndpointSlices.
-func (s Store) Brief(name string) (*Brief, error) {
-	v, err := s.cached(name, "brief", func(r io.Reader) (any, error) {
-		var b Brief
-		dec := json.NewDecoder(r)
-		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-			return nil, fmt.Errorf("not a JSON object")
-		}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			var dst any
-			switch t {
-			case "services", "endpointSlices":
-				return &b, nil
-			case "config":
-				dst = &b.Config
-			case "phase":
-				dst = &b.Phase
-			case "generation":
-				dst = &b.Generation
-			case "nodes":
-				dst = &b.Nodes
-			case "proxyPIDs":
-				dst = &b.ProxyPIDs
-			case "bpffs":
-				dst = &b.BPFFS
-			case "pods":
-				dst = &b.Pods
-			default:
-				dst = new(json.RawMessage)
-			}
-			if err := dec.Decode(dst); err != nil {
-				return nil, err
-			}
-		}
-		return &b, nil
-	})
-	if err != nil || v == nil {
-		return nil, err
-	}
-	return v.(*Brief), nil
-}
-
-// cached decodes a lab's state file with decode, once per file version and kind of decoding.
-func (s Store) cached(name, kind string, decode func(io.Reader) (any, error)) (any, error) {
+// cached decodes a lab's state file with decode, once per file version.
+func (s Store) cached(name string, decode func(io.Reader) (any, error)) (any, error) {
 	path := s.StatePath(name)
 	f, err := os.Open(path)
 	if err != nil {
@@ -315,7 +228,7 @@ func (s Store) cached(name, kind string, decode func(io.Reader) (any, error)) (a
 		return nil, err
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
-	key := path + "\x00" + kind
+	key := path
 	var id fileID
 	if st != nil {
 		id = fileID{dev: uint64(st.Dev), ino: st.Ino, size: fi.Size(), mtime: fi.ModTime().UnixNano()}

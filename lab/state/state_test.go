@@ -1,15 +1,9 @@
 package state
 
 import (
-	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
-
-	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -103,33 +97,5 @@ func TestViewFollowsSaves(t *testing.T) {
 		if c.Phase != Ready || len(c.Namespaces) != i {
 			t.Fatalf("save %d not seen: phase %q, %d namespaces", i, c.Phase, len(c.Namespaces))
 		}
-		if b, err := s.Brief("v"); err != nil || b.Phase != Ready || b.Generation != c.Generation {
-			t.Fatalf("save %d: brief %+v, %v; want generation %d", i, b, err, c.Generation)
-		}
-	}
-}
-
-// Brief stops reading at the Services, so everything it holds must come before them in the file.
-func TestBriefFieldsComeFirst(t *testing.T) {
-	data, err := json.Marshal(&Lab{Nodes: []lab.Node{{Name: "n"}}, ProxyPIDs: map[string]int{"n": 1}, BPFFS: "/b",
-		Pods: []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}, Services: []v1.Service{{}}, EndpointSlices: []discoveryv1.EndpointSlice{{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	services := strings.Index(string(data), `"services"`)
-	for _, key := range []string{`"config"`, `"phase"`, `"generation"`, `"nodes"`, `"proxyPIDs"`, `"bpffs"`, `"pods"`} {
-		if i := strings.Index(string(data), key); i < 0 || i > services {
-			t.Errorf("%s is not before \"services\" in the state file", key)
-		}
-	}
-	s := Store{Root: t.TempDir()}
-	h, _ := s.Create("b")
-	defer h.Close()
-	if err := h.Save(&Lab{Phase: Ready, Nodes: []lab.Node{{Name: "n"}}, Pods: []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}, Services: []v1.Service{{}}}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.Brief("b")
-	if err != nil || len(b.Nodes) != 1 || len(b.Pods) != 1 || b.Pods[0].Name() != "p" || b.Phase != Ready {
-		t.Fatalf("brief: %+v, %v", b, err)
 	}
 }

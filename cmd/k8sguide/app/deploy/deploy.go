@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/k8sguide/k8sguide/inspect/live"
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -64,6 +67,24 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 		return err
 	}
 	if err := w.Apply(cmd.Context(), m.ConfigMaps, m.Deployments, m.Services); err != nil {
+		return err
+	}
+	// Return once every node's dataplane sends to the new pods: the Services of the file, and any other that
+	// selects the Deployments' pods.
+	touched := func(svc *v1.Service) bool {
+		for _, s := range m.Services {
+			if s.Name == svc.Name && s.Namespace == svc.Namespace {
+				return true
+			}
+		}
+		for _, d := range m.Deployments {
+			if live.SelectsPodsOf(svc, d) {
+				return true
+			}
+		}
+		return false
+	}
+	if err := live.WaitServing(cmd.Context(), p, f.Name, touched, live.ServingTimeout); err != nil {
 		return err
 	}
 	for _, d := range m.Deployments {

@@ -31,9 +31,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			}
 			return s.Stop, nil
 		},
-		NodeProxy: func(ctx context.Context, labName, node string) error {
-			return netns.RunNodeProxy(klog.NewContext(ctx, klog.Background()), state.Default(), labName, node)
-		},
+		KubeProxy: netns.RunKubeProxy,
 		NodeAgent: func(ctx context.Context, labName, node string, apiListenerFD int) error {
 			exe, err := os.Executable()
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/inspect/live"
+
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
@@ -73,6 +75,11 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		return err
 	}
 	fmt.Fprintf(streams.Out, "service/%s exposed\n", svc.Name)
+	// Return (and probe) once every node's dataplane serves it.
+	created := func(s *v1.Service) bool { return s.Namespace == svc.Namespace && s.Name == svc.Name }
+	if err := live.WaitServing(ctx, p, f.Name, created, live.ServingTimeout); err != nil {
+		return err
+	}
 	if err := render.Services(streams.Out, []v1.Service{*svc}, svc.CreationTimestamp.Time); err != nil {
 		return err
 	}

@@ -2,7 +2,11 @@
 package scale
 
 import (
+	"context"
 	"fmt"
+
+	"github.com/k8sguide/k8sguide/inspect/live"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +46,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err := w.Scale(cmd.Context(), f.Namespace, f.Deployment, f.Replicas); err != nil {
 				return err
 			}
+			if err := waitServing(cmd.Context(), p, w, f); err != nil {
+				return err
+			}
 			fmt.Fprintf(streams.Out, "deployment.apps/%s scaled to %d\n", f.Deployment, f.Replicas)
 			return nil
 		},
@@ -51,4 +58,19 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	cmd.Flags().StringVar(&f.Deployment, "deployment", "web", "deployment to scale")
 	cmd.Flags().Int32Var(&f.Replicas, "replicas", 0, "replicas wanted")
 	return cmd
+}
+
+// waitServing returns once every node's dataplane sends the Services of the Deployment's pods to its pods as
+// they are now.
+func waitServing(ctx context.Context, p lab.Provider, w lab.Workloads, f *flags) error {
+	ds, err := w.Deployments(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		if d := &ds[i]; d.Namespace == f.Namespace && d.Name == f.Deployment {
+			return live.WaitServing(ctx, p, f.Name, func(svc *v1.Service) bool { return live.SelectsPodsOf(svc, d) }, live.ServingTimeout)
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package kind
+package workload
 
 import (
 	"context"
@@ -15,13 +15,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/k8sguide/k8sguide/lab"
-	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
 // FieldManager is k8sguide's name in server-side apply.
 const FieldManager = "k8sguide"
 
-// workloads are a kind cluster's objects, through its apiserver.
+// workloads are a lab's objects, through its apiserver.
 type workloads struct {
 	cs kubernetes.Interface
 	// rollout is how long Apply and Scale wait for a Deployment's pods.
@@ -29,16 +28,10 @@ type workloads struct {
 	poll    time.Duration
 }
 
-// Workloads gives the cluster's objects through client-go.
-func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, error) {
-	if _, err := p.find(name); err != nil {
-		return nil, err
-	}
-	cs, err := p.clientset(name)
-	if err != nil {
-		return nil, err
-	}
-	return &workloads{cs: cs, rollout: 3 * time.Minute, poll: time.Second}, nil
+// Client gives a lab's objects through client-go. rollout bounds the wait for a Deployment's pods (minutes on
+// kind, where images are pulled); poll is how often the wait looks.
+func Client(cs kubernetes.Interface, rollout, poll time.Duration) lab.Workloads {
+	return &workloads{cs: cs, rollout: rollout, poll: poll}
 }
 
 // Apply applies each object server-side, as `kubectl apply --server-side` does, then waits for the
@@ -109,7 +102,7 @@ func (w *workloads) Scale(ctx context.Context, namespace, name string, replicas 
 
 // Expose creates the NodePort Service `kubectl expose` would; the apiserver allocates its ClusterIP and NodePort.
 func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Service, error) {
-	opts, err := workload.ExposeDefaults(opts)
+	opts, err := ExposeDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +110,7 @@ func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Ser
 	if err != nil {
 		return nil, err
 	}
-	return w.cs.CoreV1().Services(opts.Namespace).Create(ctx, workload.ExposeService(d, opts), metav1.CreateOptions{FieldManager: FieldManager})
+	return w.cs.CoreV1().Services(opts.Namespace).Create(ctx, ExposeService(d, opts), metav1.CreateOptions{FieldManager: FieldManager})
 }
 
 // waitRollout waits until every replica of the Deployment's current template is ready and no old one is left,
@@ -167,9 +160,9 @@ func (w *workloads) podTrouble(ctx context.Context, d *appsv1.Deployment) (strin
 			}
 			switch reason := c.State.Waiting.Reason; reason {
 			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
-				return fmt.Sprintf("pod %s cannot pull image %s (%s): %s", pod.Name, c.Image, reason, firstLine(c.State.Waiting.Message)), nil
+				return fmt.Sprintf("pod %s cannot pull image %s (%s): %s", pod.Name, c.Image, reason, lab.FirstLine(c.State.Waiting.Message)), nil
 			case "CreateContainerConfigError", "CrashLoopBackOff":
-				return fmt.Sprintf("pod %s: %s: %s", pod.Name, reason, firstLine(c.State.Waiting.Message)), nil
+				return fmt.Sprintf("pod %s: %s: %s", pod.Name, reason, lab.FirstLine(c.State.Waiting.Message)), nil
 			}
 		}
 	}

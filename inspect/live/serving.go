@@ -1,0 +1,253 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab"
+)
+
+// servingPoll is how often WaitServing reads the nodes again.
+const servingPoll = 100 * time.Millisecond
+
+// ServingTimeout is how long a command waits for the dataplanes to take its change: a kube-proxy sync of
+// thousands of Services through iptables-restore with the nf_tables backend takes tens of seconds.
+const ServingTimeout = 3 * time.Minute
+
+// SelectsPodsOf tells whether svc sends to the pods of Deployment d (its selector matches d's pod template).
+func SelectsPodsOf(svc *v1.Service, d *appsv1.Deployment) bool {
+	return svc.Namespace == d.Namespace && len(svc.Spec.Selector) > 0 &&
+		labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))
+}
+
+// WaitServing returns once every node's dataplane sends new connections for each Service that want picks to
+// exactly the endpoints the apiserver's EndpointSlices list as ready for it: a change made through the API is
+// then in every node's kernel, whatever the proxy (kube-proxy's informers, Cilium's agent) and however long it
+// took. It reads each node as `trace` does (a snapshot, then the tracer's walk of the Service's frontends) — the
+// node's own rules, not a proxy's report — and compares:
+//   - the NodePort on the node's address, from the lab's client (eTP Local: the node's own endpoints), where
+//     --nodeport-addresses serves it;
+//   - the ClusterIP, from an address of the node's pod network (iTP Local: the node's own endpoints), except on
+//     the ebpf dataplane, where the lab's pods have no bpf_lxc and a ClusterIP is served to nobody the tracer
+//     can walk from (Cilium writes a Service's ClusterIP and NodePort entries in the same map update).
+//
+// A Service without ready endpoints is served when no walk delivers. It fails after timeout with what the
+// kernel still does differently, in one line.
+func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		diff, err := servingDiff(ctx, p, name, want)
+		if err != nil {
+			return err
+		}
+		if diff == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the lab's dataplane did not take the change within %s: %s", timeout, diff)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(servingPoll):
+		}
+	}
+}
+
+// servingDiff reads every node once and says the first difference between the kernel and the API ("" if none).
+func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool) (string, error) {
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	w, err := p.Workloads(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	all, err := w.Services(ctx)
+	if err != nil {
+		return "", err
+	}
+	var svcs []v1.Service
+	for i := range all {
+		if want(&all[i]) {
+			svcs = append(svcs, all[i])
+		}
+	}
+	if len(svcs) == 0 {
+		return "", nil
+	}
+	eps, err := w.EndpointSlices(ctx)
+	if err != nil {
+		return "", err
+	}
+	diffs := make([]string, len(st.Nodes))
+	errs := make([]error, len(st.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range st.Nodes {
+		wg.Go(func() {
+			snap, err := Snapshot(ctx, p, name, n.Name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			diffs[i], errs[i] = nodeDiff(snap, st, n, svcs, eps)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	for _, d := range diffs {
+		if d != "" {
+			return d, nil
+		}
+	}
+	return "", nil
+}
+
+// nodeDiff compares one node's walks with the API.
+func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps []discoveryv1.EndpointSlice) (string, error) {
+	for _, svc := range svcs {
+		for _, port := range svc.Spec.Ports {
+			proto := strings.ToLower(string(port.Protocol))
+			if proto != "tcp" && proto != "udp" {
+				continue
+			}
+			if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone && st.Dataplane != dataplanes.EBPF && n.PodCIDR != "" {
+				src, err := podNetworkSource(n.PodCIDR)
+				if err != nil {
+					return "", err
+				}
+				local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+				dst := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
+				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client"}
+				if d, err := frontendDiff(snap, req, readyEndpoints(&svc, port, eps, n.Name, local)); d != "" || err != nil {
+					return describe(n, &svc, "ClusterIP "+dst, d), err
+				}
+			}
+			if port.NodePort != 0 && servesNodePorts(st.NodePortAddresses, n.IP) {
+				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
+				req := tracer.Request{Dst: dst, Proto: proto, From: "client"}
+				if d, err := frontendDiff(snap, req, readyEndpoints(&svc, port, eps, n.Name, local)); d != "" || err != nil {
+					return describe(n, &svc, "NodePort "+dst, d), err
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// servesNodePorts tells whether kube-proxy's --nodeport-addresses covers the node's address ("primary" is it;
+// unset is every local address, or the primary one in nftables mode).
+func servesNodePorts(cidrs []string, nodeIP string) bool {
+	ip, err := netip.ParseAddr(nodeIP)
+	if len(cidrs) == 0 || err != nil {
+		return true
+	}
+	for _, c := range cidrs {
+		if c == "primary" {
+			return true
+		}
+		if p, err := netip.ParsePrefix(c); err == nil && p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(n lab.Node, svc *v1.Service, frontend, diff string) string {
+	if diff == "" {
+		return ""
+	}
+	return fmt.Sprintf("node %s, service %s/%s, %s: %s", n.Name, svc.Namespace, svc.Name, frontend, diff)
+}
+
+// frontendDiff walks one packet and compares the endpoints it can reach with want.
+func frontendDiff(snap *snapshot.Snapshot, req tracer.Request, want []string) (string, error) {
+	t, err := tracer.Trace(snap, req)
+	if err != nil {
+		return "", err
+	}
+	var got []string
+	for _, e := range t.Endpoints {
+		if e.Probability > 0 {
+			got = append(got, e.Addr())
+		}
+	}
+	slices.Sort(got)
+	if len(want) == 0 {
+		if t.Verdict == trace.Delivered && len(got) > 0 {
+			return fmt.Sprintf("the kernel still sends to %s; the API lists no ready endpoint", strings.Join(got, ", ")), nil
+		}
+		return "", nil
+	}
+	if !slices.Equal(got, want) {
+		if len(got) == 0 {
+			return fmt.Sprintf("the kernel sends to no endpoint (%s); the API lists %s", t.Verdict, strings.Join(want, ", ")), nil
+		}
+		return fmt.Sprintf("the kernel sends to %s; the API lists %s", strings.Join(got, ", "), strings.Join(want, ", ")), nil
+	}
+	return "", nil
+}
+
+// readyEndpoints are the IP:PORTs the EndpointSlices of svc list as ready for port, sorted; onNode keeps only the
+// endpoints on node (a Local traffic policy).
+func readyEndpoints(svc *v1.Service, port v1.ServicePort, eps []discoveryv1.EndpointSlice, node string, onNode bool) []string {
+	var out []string
+	for _, s := range eps {
+		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name || s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		for _, sp := range s.Ports {
+			if sp.Port == nil || (sp.Name != nil && *sp.Name != port.Name) || (sp.Name == nil && port.Name != "") ||
+				(sp.Protocol != nil && *sp.Protocol != port.Protocol) {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+					continue
+				}
+				if onNode && (e.NodeName == nil || *e.NodeName != node) {
+					continue
+				}
+				for _, a := range e.Addresses {
+					out = append(out, net.JoinHostPort(a, strconv.Itoa(int(*sp.Port))))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// podNetworkSource is an address of the node's pod network no pod is given early (its last but one: pods get
+// addresses from the bottom), for walking a pod's packet in at the node's pod bridge.
+func podNetworkSource(podCIDR string) (netip.Addr, error) {
+	prefix, err := netip.ParsePrefix(podCIDR)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("node pod CIDR %q: %w", podCIDR, err)
+	}
+	a := prefix.Masked().Addr().As4()
+	host := uint32(1)<<(32-prefix.Bits()) - 2
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) + host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), nil
+}

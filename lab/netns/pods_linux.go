@@ -1,0 +1,712 @@
+package netns
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/probe"
+	httpprobe "k8s.io/kubernetes/pkg/probe/http"
+	tcpprobe "k8s.io/kubernetes/pkg/probe/tcp"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
+	"github.com/k8sguide/k8sguide/lab/workload"
+)
+
+// A netns lab's pods: the node agent does for each pod bound to its node what a kubelet and its CNI plugin do —
+// a network namespace with a veth on the node's pod bridge and an address from the node's pod CIDR, the pod's
+// "containers" (k8sguide's pod server on every declared port: the image is not pulled, and the pod's events say
+// so), readiness (the pod's own readinessProbe, by the kubelet's own probers), the pod's status, restarts by
+// restartPolicy with the kubelet's back-off, and teardown when the pod is deleted.
+
+// The kubelet's container restart back-off: 10 s doubling to 5 min, forgotten after 10 min of running.
+const (
+	restartBackoff     = 10 * time.Second
+	restartBackoffMax  = 5 * time.Minute
+	restartBackoffIdle = 10 * time.Minute
+	// startTimeout bounds the wait for a started pod server to listen (an emulated CPU is slow).
+	startTimeout = time.Minute
+)
+
+// podNamespace is the network namespace of a pod of lab labName: named after the pod's UID (pod names repeat
+// across Kubernetes namespaces and over time), so it is recognisably the lab's and nothing else's.
+func podNamespace(labName string, uid types.UID) string { return labName + "-pod-" + string(uid) }
+
+// podNamespacePattern matches the pod namespaces of lab labName and nothing else: a UID is 36 characters of hex
+// and dashes, and no lab name is long enough to make "LAB-pod-" + 36 characters one of another lab's node names.
+func podNamespacePattern(labName string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(labName) + `-pod-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+}
+
+// podNamespaces lists the pod namespaces of a lab that exist now.
+func podNamespaces(labName string) ([]string, error) {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	re := podNamespacePattern(labName)
+	var out []string
+	for _, e := range entries {
+		if re.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// podRunner runs the pods bound to one node.
+type podRunner struct {
+	client   kubernetes.Interface
+	exe      string
+	labName  string
+	node     lab.Node
+	logDir   string
+	recorder record.EventRecorder
+	logger   klog.Logger
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	ipam    *podIPAM
+}
+
+// runPods watches the pods bound to node (as the kubelet does, by field selector) and runs each until ctx ends.
+func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, logDir string, node lab.Node) error {
+	ipam, err := newPodIPAM(node.PodCIDR)
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	r := &podRunner{
+		client: client, exe: exe, labName: labName, node: node, logDir: logDir,
+		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node.Name}),
+		logger:   klog.FromContext(ctx).WithName("pods"),
+		workers:  map[types.UID]*podWorker{},
+		ipam:     ipam,
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName=" + node.Name
+	}))
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.update(ctx, obj.(*v1.Pod)) },
+		UpdateFunc: func(_, obj any) { r.update(ctx, obj.(*v1.Pod)) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				r.gone(pod.UID)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	r.mu.Lock()
+	workers := r.workers
+	r.mu.Unlock()
+	for _, w := range workers {
+		w.cancel()
+		<-w.done
+	}
+	return nil
+}
+
+// update hands a pod's latest version to its worker, starting one for a pod new to this node.
+func (r *podRunner) update(ctx context.Context, pod *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[pod.UID]
+	if !ok {
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			if pod.DeletionTimestamp != nil {
+				// Nothing of it runs here any more: let it go.
+				go r.finishDeletion(ctx, pod)
+			}
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		w = &podWorker{r: r, uid: pod.UID, cancel: cancel, updates: make(chan *v1.Pod, 1), done: make(chan struct{}),
+			logger: r.logger.WithValues("pod", klog.KObj(pod))}
+		r.workers[pod.UID] = w
+		go func() {
+			defer close(w.done)
+			w.run(wctx, pod)
+			r.mu.Lock()
+			delete(r.workers, pod.UID)
+			r.mu.Unlock()
+		}()
+		return
+	}
+	// Keep only the newest version: a worker only ever needs the latest spec and deletion stamp.
+	select {
+	case <-w.updates:
+	default:
+	}
+	w.updates <- pod
+}
+
+// gone stops the worker of a pod removed from the API without a graceful deletion (a force delete).
+func (r *podRunner) gone(uid types.UID) {
+	r.mu.Lock()
+	w, ok := r.workers[uid]
+	r.mu.Unlock()
+	if ok {
+		w.cancel()
+	}
+}
+
+// finishDeletion removes a terminated pod from the API once its deletion was asked for, as the kubelet's status
+// manager does (grace period 0, only this pod: the UID is a precondition).
+func (r *podRunner) finishDeletion(ctx context.Context, pod *v1.Pod) {
+	err := r.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		r.logger.Error(err, "deleting a terminated pod", "pod", klog.KObj(pod))
+	}
+}
+
+// podIPAM hands out a node's pod addresses as the host-local IPAM plugin does: the next free address after the
+// last one given, wrapping, so an address just freed is not handed out again at once (a peer's ARP and conntrack
+// entries for it would otherwise reach the new pod).
+type podIPAM struct {
+	mu     sync.Mutex
+	prefix netip.Prefix
+	used   map[netip.Addr]bool
+	last   netip.Addr
+}
+
+func newPodIPAM(cidr string) (*podIPAM, error) {
+	gw, err := workload.Gateway(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("pod CIDR %q: %w", cidr, err)
+	}
+	return &podIPAM{prefix: gw.Masked(), used: map[netip.Addr]bool{}, last: gw.Addr()}, nil
+}
+
+// allocate gives the next free address: not the network's, the gateway's (the first) or the broadcast's.
+func (a *podIPAM) allocate() (netip.Addr, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	size := 1 << (32 - a.prefix.Bits())
+	ip := a.last
+	for range size {
+		ip = ip.Next()
+		if !a.prefix.Contains(ip) {
+			ip = a.prefix.Addr().Next() // wrap to the gateway; the next turn skips it
+			continue
+		}
+		if ip == a.prefix.Addr().Next() || !a.prefix.Contains(ip.Next()) || a.used[ip] {
+			continue
+		}
+		a.used[ip], a.last = true, ip
+		return ip, nil
+	}
+	return netip.Addr{}, fmt.Errorf("pod CIDR %s is full", a.prefix)
+}
+
+// reserve marks an address a pod already holds (a pod found running when the agent starts).
+func (a *podIPAM) reserve(ip netip.Addr) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.prefix.Contains(ip) || a.used[ip] {
+		return false
+	}
+	a.used[ip] = true
+	return true
+}
+
+func (a *podIPAM) release(ip netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.used, ip)
+}
+
+// podWorker runs one pod, from its namespace's creation to its teardown.
+type podWorker struct {
+	r       *podRunner
+	uid     types.UID
+	cancel  context.CancelFunc
+	updates chan *v1.Pod
+	done    chan struct{}
+	logger  klog.Logger
+
+	pod      *v1.Pod // the latest version seen
+	ip       netip.Addr
+	netns    string
+	started  metav1.Time
+	pid      int // the running pod server's
+	restarts int32
+	last     *v1.ContainerStateTerminated
+}
+
+// run is the pod's life on this node. It returns once the pod is torn down.
+func (w *podWorker) run(ctx context.Context, pod *v1.Pod) {
+	w.pod = pod
+	w.netns = podNamespace(w.r.labName, pod.UID)
+	defer w.teardown()
+	if pod.Spec.HostNetwork {
+		w.r.recorder.Event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "hostNetwork pods do not run in a netns lab: its pods are network namespaces of their own")
+		w.waitForDeletion(ctx)
+		return
+	}
+	if err := w.start(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.logger.Error(err, "pod sandbox")
+			w.r.recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		}
+		w.waitForDeletion(ctx)
+		return
+	}
+	w.runContainers(ctx)
+}
+
+// waitForDeletion waits, doing nothing, until the pod is deleted.
+func (w *podWorker) waitForDeletion(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pod := <-w.updates:
+			w.pod = pod
+			if pod.DeletionTimestamp != nil {
+				return
+			}
+		}
+	}
+}
+
+// start makes the pod's sandbox: its namespace, plugged into the node's pod bridge with hairpin on (so a pod
+// reaches itself through its own Service), and its address. A pod that had an address before (the agent
+// restarted) keeps it.
+func (w *podWorker) start(ctx context.Context) error {
+	ip := netip.Addr{}
+	if old, err := netip.ParseAddr(w.pod.Status.PodIP); err == nil && w.r.ipam.reserve(old) {
+		ip = old
+	} else if ip, err = w.r.ipam.allocate(); err != nil {
+		return err
+	}
+	w.ip = ip
+	gw, err := workload.Gateway(w.r.node.PodCIDR)
+	if err != nil {
+		return err
+	}
+	// Whatever a previous agent left of this pod goes first.
+	if err := removeNamespace(ctx, w.netns); err != nil {
+		return err
+	}
+	sum := sha1.Sum([]byte(w.pod.UID))
+	hostVeth := "veth" + hex.EncodeToString(sum[:])[:8]
+	node := w.r.node.Name
+	for _, args := range [][]string{
+		{"netns", "add", w.netns},
+		{"-n", w.netns, "link", "set", "lo", "up"},
+		{"-n", node, "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", w.netns},
+		{"-n", node, "link", "set", hostVeth, "master", "cni0"},
+		{"-n", node, "link", "set", hostVeth, "type", "bridge_slave", "hairpin", "on"},
+		{"-n", node, "link", "set", hostVeth, "up"},
+		{"-n", w.netns, "addr", "add", fmt.Sprintf("%s/%d", ip, gw.Bits()), "dev", "eth0"},
+		{"-n", w.netns, "link", "set", "eth0", "up"},
+		{"-n", w.netns, "route", "add", "default", "via", gw.Addr().String()},
+		// The address may have belonged to a deleted pod: forget its old MAC now rather than after the
+		// neighbour entry times out (probes and traffic would go to nobody until then).
+		{"-n", node, "neigh", "flush", "to", ip.String()},
+	} {
+		if err := ipCmd(ctx, args...); err != nil {
+			return err
+		}
+	}
+	w.started = metav1.Now()
+	for _, c := range w.pod.Spec.Containers {
+		w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Pulled", "Container image %q not pulled: a netns lab runs k8sguide's pod server in place of container %s", c.Image, c.Name)
+	}
+	return nil
+}
+
+// ports are what the pod server serves: the TCP and UDP ports the containers declare; a pod that declares none
+// serves HTTP on 80, as its nginx would.
+func ports(pod *v1.Pod) (tcp, udp []int) {
+	for _, c := range pod.Spec.Containers {
+		for _, cp := range c.Ports {
+			switch cp.Protocol {
+			case v1.ProtocolUDP:
+				udp = append(udp, int(cp.ContainerPort))
+			case v1.ProtocolSCTP:
+			default:
+				tcp = append(tcp, int(cp.ContainerPort))
+			}
+		}
+	}
+	if len(tcp)+len(udp) == 0 {
+		tcp = []int{80}
+	}
+	return tcp, udp
+}
+
+// runContainers runs the pod's server, restarts it as restartPolicy says, and keeps the pod's status, until the
+// pod is deleted (or the agent stops).
+func (w *podWorker) runContainers(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		exited, pid, err := w.startServer()
+		if err != nil {
+			w.logger.Error(err, "starting the pod server")
+			w.r.recorder.Eventf(w.pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+			return
+		}
+		began := time.Now()
+		w.pid = pid
+		for _, c := range w.pod.Spec.Containers {
+			w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Created", "Created container %s (k8sguide pod server, pid %d)", c.Name, pid)
+			w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+		}
+		state := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(began)}}
+		w.writeStatus(ctx, state, false)
+		code, deleted := w.watch(ctx, exited, pid, began, state)
+		if deleted || ctx.Err() != nil {
+			return
+		}
+		w.last = &v1.ContainerStateTerminated{ExitCode: int32(code), Reason: reasonOf(code), StartedAt: metav1.NewTime(began), FinishedAt: metav1.Now(),
+			ContainerID: containerID(pid)}
+		policy := w.pod.Spec.RestartPolicy
+		if policy == v1.RestartPolicyNever || (policy == v1.RestartPolicyOnFailure && code == 0) {
+			w.writeStatus(ctx, v1.ContainerState{Terminated: w.last}, false)
+			w.waitForDeletion(ctx)
+			return
+		}
+		// Back off as the kubelet does: the first restart at once, then 10 s doubling to 5 min; a container
+		// that ran for 10 min starts the count again.
+		if time.Since(began) > restartBackoffIdle {
+			backoff = 0
+		}
+		w.restarts++
+		if backoff > 0 {
+			w.writeStatus(ctx, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container", backoff)}}, false)
+			w.r.recorder.Eventf(w.pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		backoff = min(max(2*backoff, restartBackoff), restartBackoffMax)
+	}
+}
+
+// startServer starts the pod server in the pod's namespace. It dies with the agent, as containers go with a
+// killed kubelet's pods here (the agent starts them again, counting a restart, when it comes back).
+func (w *podWorker) startServer() (<-chan int, int, error) {
+	tcp, udp := ports(w.pod)
+	argv := nodecmd.PodServerArgv(w.r.exe, w.pod.Name, w.r.node.Name, tcp, udp)
+	logf, err := os.OpenFile(w.r.podLog(w.pod), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	started := make(chan error, 1)
+	exited := make(chan int, 1)
+	go func() {
+		// Pdeathsig follows the thread that started the child: it stays locked until the child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer logf.Close()
+		cmd := exec.Command("ip", append([]string{"netns", "exec", w.netns}, argv...)...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		exited <- cmd.ProcessState.ExitCode()
+	}()
+	if err := <-started; err != nil {
+		return nil, 0, err
+	}
+	// The pid is known once started; the goroutine owns cmd, so read it from /proc of our children instead of
+	// racing on it: the server is the only child of that thread, found by its namespace.
+	pid, err := w.serverPID()
+	return exited, pid, err
+}
+
+// serverPID is the pid of the process in the pod's namespace (there is one: the pod server).
+func (w *podWorker) serverPID() (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids, err := namespacePids(context.Background(), w.netns)
+		if err == nil && len(pids) > 0 {
+			return pids[0], nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the pod server did not enter namespace %s", w.netns)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func containerID(pid int) string { return "netns://" + strconv.Itoa(pid) }
+
+func reasonOf(code int) string {
+	if code == 0 {
+		return "Completed"
+	}
+	return "Error"
+}
+
+// watch probes the running server's readiness and follows the pod's updates until the server exits (its exit
+// code) or the pod is deleted (deleted: the server is stopped and the pod torn down by the caller).
+func (w *podWorker) watch(ctx context.Context, exited <-chan int, pid int, began time.Time, state v1.ContainerState) (code int, deleted bool) {
+	prober := newReadiness(w.pod, w.ip)
+	ready := false
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, true
+		case code := <-exited:
+			w.logger.Info("pod server exited", "code", code)
+			return code, false
+		case pod := <-w.updates:
+			w.pod = pod
+			if pod.DeletionTimestamp != nil {
+				w.r.recorder.Eventf(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", pod.Spec.Containers[0].Name)
+				w.stopServer(pid, exited, pod.DeletionGracePeriodSeconds)
+				return 0, true
+			}
+		case <-timer.C:
+			now, next := prober.probe(time.Since(began))
+			if now != ready {
+				ready = now
+				w.writeStatus(ctx, state, ready)
+			}
+			timer.Reset(next)
+		}
+	}
+}
+
+// stopServer sends the pod server SIGTERM and waits out the pod's grace period (at most 5 s: the server stops at
+// once) before SIGKILL.
+func (w *podWorker) stopServer(pid int, exited <-chan int, grace *int64) {
+	syscall.Kill(pid, syscall.SIGTERM)
+	wait := 5 * time.Second
+	if grace != nil && time.Duration(*grace)*time.Second < wait {
+		wait = time.Duration(*grace) * time.Second
+	}
+	select {
+	case <-exited:
+	case <-time.After(wait):
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// teardown removes the pod's namespace (and with it the veth), frees its address and, for a pod being deleted,
+// removes it from the API.
+func (w *podWorker) teardown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := removeNamespace(ctx, w.netns); err != nil {
+		w.logger.Error(err, "removing the pod's namespace")
+		return // keep the address: something still holds it
+	}
+	if w.ip.IsValid() {
+		w.r.ipam.release(w.ip)
+	}
+	if w.pod.DeletionTimestamp != nil {
+		w.r.finishDeletion(ctx, w.pod)
+	}
+}
+
+// writeStatus writes the pod's status as the kubelet's status manager would: phase, conditions, addresses and
+// one status per container (they share the pod server). It keeps what others wrote (PodScheduled, QoS class).
+func (w *podWorker) writeStatus(ctx context.Context, state v1.ContainerState, ready bool) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := w.r.client.CoreV1().Pods(w.pod.Namespace).Get(ctx, w.pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.UID != w.uid {
+			return nil // a new pod of the same name
+		}
+		pod.Status = w.status(pod, state, ready)
+		_, err = w.r.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+		w.logger.Error(err, "writing the pod's status")
+	}
+}
+
+func (w *podWorker) status(pod *v1.Pod, state v1.ContainerState, ready bool) v1.PodStatus {
+	s := pod.Status
+	now := metav1.Now()
+	s.Phase = v1.PodRunning
+	if t := state.Terminated; t != nil {
+		s.Phase = v1.PodFailed
+		if t.ExitCode == 0 {
+			s.Phase = v1.PodSucceeded
+		}
+	}
+	s.HostIP, s.HostIPs = w.r.node.IP, []v1.HostIP{{IP: w.r.node.IP}}
+	s.PodIP, s.PodIPs = w.ip.String(), []v1.PodIP{{IP: w.ip.String()}}
+	s.StartTime = &w.started
+	running := state.Running != nil
+	s.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: state, Ready: ready, Started: ptr.To(running), RestartCount: w.restarts}
+		if running {
+			cs.ContainerID = containerID(w.pid)
+		}
+		if w.last != nil {
+			cs.LastTerminationState = v1.ContainerState{Terminated: w.last}
+		}
+		s.ContainerStatuses = append(s.ContainerStatuses, cs)
+	}
+	setCondition(&s, v1.PodReadyToStartContainers, v1.ConditionTrue, now)
+	setCondition(&s, v1.PodInitialized, v1.ConditionTrue, now)
+	status := v1.ConditionFalse
+	if ready {
+		status = v1.ConditionTrue
+	}
+	setCondition(&s, v1.ContainersReady, status, now)
+	setCondition(&s, v1.PodReady, status, now)
+	return s
+}
+
+// setCondition sets a pod condition, moving its transition time only when its status changes.
+func setCondition(s *v1.PodStatus, t v1.PodConditionType, status v1.ConditionStatus, now metav1.Time) {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			if s.Conditions[i].Status != status {
+				s.Conditions[i].Status, s.Conditions[i].LastTransitionTime = status, now
+			}
+			return
+		}
+	}
+	s.Conditions = append(s.Conditions, v1.PodCondition{Type: t, Status: status, LastTransitionTime: now})
+}
+
+func (r *podRunner) podLog(pod *v1.Pod) string {
+	return filepath.Join(r.logDir, "pod-"+pod.Namespace+"_"+pod.Name+".log")
+}
+
+// readiness is a pod's readiness as the kubelet's prober worker keeps it: the pod's readinessProbe (HTTP GET or
+// TCP socket, with its delay, period, timeout and thresholds), or, for a pod without one, the server listening
+// on its first port (the kubelet calls such a pod ready once its container started; the pod server starts in
+// milliseconds, and waiting for it to listen keeps a fresh endpoint from refusing its first connection).
+type readiness struct {
+	pod       *v1.Pod
+	container *v1.Container
+	spec      *v1.Probe
+	ip        netip.Addr
+	listening bool
+	since     time.Duration // how long the server had run when it first listened
+	ready     bool
+	successes int32
+	failures  int32
+}
+
+func newReadiness(pod *v1.Pod, ip netip.Addr) *readiness {
+	r := &readiness{pod: pod, ip: ip}
+	for i := range pod.Spec.Containers {
+		if p := pod.Spec.Containers[i].ReadinessProbe; p != nil && (p.HTTPGet != nil || p.TCPSocket != nil) {
+			r.container, r.spec = &pod.Spec.Containers[i], p
+			break
+		}
+	}
+	return r
+}
+
+// probe runs one probe and says whether the pod is ready, and when to probe next. The probe's schedule starts
+// when the server listens (within milliseconds of its start), so a probe period is not lost to a first probe
+// that came too early.
+func (r *readiness) probe(running time.Duration) (bool, time.Duration) {
+	if !r.listening {
+		tcp, _ := ports(r.pod)
+		if len(tcp) > 0 && !tcpOK(r.ip, tcp[0]) && running < startTimeout {
+			return false, 20 * time.Millisecond
+		}
+		r.listening, r.since = true, running
+	}
+	p := r.spec
+	if p == nil {
+		return true, time.Hour
+	}
+	if delay := time.Duration(p.InitialDelaySeconds)*time.Second + r.since; running < delay {
+		return false, delay - running
+	}
+	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
+	var result probe.Result
+	if p.HTTPGet != nil {
+		req, err := httpprobe.NewRequestForHTTPGetAction(p.HTTPGet, r.container, r.ip.String(), "readiness")
+		if err == nil {
+			result, _, _ = httpprobe.New(false).Probe(req, timeout)
+		}
+	} else {
+		port, err := probe.ResolveContainerPort(p.TCPSocket.Port, r.container)
+		host := p.TCPSocket.Host
+		if host == "" {
+			host = r.ip.String()
+		}
+		if err == nil {
+			result, _, _ = tcpprobe.New().Probe(host, port, timeout)
+		}
+	}
+	if result == probe.Success {
+		r.successes, r.failures = r.successes+1, 0
+		if r.successes >= max(p.SuccessThreshold, 1) {
+			r.ready = true
+		}
+	} else {
+		r.failures, r.successes = r.failures+1, 0
+		if r.failures >= max(p.FailureThreshold, 1) {
+			r.ready = false
+		}
+	}
+	return r.ready, time.Duration(max(p.PeriodSeconds, 1)) * time.Second
+}
+
+func tcpOK(ip netip.Addr, port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(port)), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

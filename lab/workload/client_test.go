@@ -1,0 +1,115 @@
+package workload
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/scenarios"
+)
+
+// TestWorkloads applies the web scenario to a fake apiserver: server-side apply of each object, a wait for the
+// rollout that a fake controller completes, Expose as kubectl expose, and a pod that cannot pull its image.
+func TestWorkloads(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	w := &workloads{cs: cs, rollout: 5 * time.Second, poll: 5 * time.Millisecond}
+	m, err := ParseManifest(scenarios.Web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.ConfigMaps) != 1 || len(m.Deployments) != 1 {
+		t.Fatalf("web scenario: %d configmaps, %d deployments", len(m.ConfigMaps), len(m.Deployments))
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go fakeDeploymentController(cs, stop)
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "web-nginx", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["default.conf"], "X-K8sguide-Pod $hostname") {
+		t.Fatalf("configmap: %v %v", cm, err)
+	}
+	d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "nginx" {
+		t.Fatalf("deployment: %v", err)
+	}
+	// Applying again is an update, not an error.
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, nil); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Name != "web" || svc.Spec.Type != v1.ServiceTypeNodePort || svc.Spec.Selector["app"] != "web" || svc.Spec.Ports[0].TargetPort.IntVal != 80 {
+		t.Fatalf("service %+v", svc.Spec)
+	}
+	if _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "nope", Port: 80}); err == nil {
+		t.Fatal("exposed a missing deployment")
+	}
+	if err := w.Scale(ctx, "default", "web", 1); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 1 {
+		t.Fatalf("scaled to %d", *d.Spec.Replicas)
+	}
+
+	// A pod that cannot pull ends the wait at once, naming the pod and the image.
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "nginx", Image: "nginx:nope",
+			State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"nginx:nope\""}}}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := m.Deployments[0].DeepCopy()
+	bad.Spec.Template.Spec.Containers[0].Image = "nginx:nope"
+	err = (&workloads{cs: cs, rollout: 5 * time.Second, poll: 5 * time.Millisecond}).waitRollout(ctx, "default", "web-stuck")
+	if err == nil {
+		t.Fatal("waited for a missing deployment")
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, func() *appsv1.Deployment { b := bad.DeepCopy(); b.Name = "web-stuck"; return b }(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = w.waitRollout(ctx, "default", "web-stuck")
+	if err == nil || !strings.Contains(err.Error(), "cannot pull image nginx:nope (ImagePullBackOff)") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("image pull failure: %v", err)
+	}
+}
+
+// fakeDeploymentController does what the Deployment controller would for the test: marks every Deployment
+// named web as fully rolled out.
+func fakeDeploymentController(cs *fake.Clientset, stop chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+		l, err := cs.AppsV1().Deployments("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, d := range l.Items {
+			if d.Name != "web" {
+				continue
+			}
+			r := *d.Spec.Replicas
+			if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas == r && d.Status.Replicas == r {
+				continue
+			}
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
+			cs.AppsV1().Deployments("default").UpdateStatus(context.Background(), &d, metav1.UpdateOptions{})
+		}
+	}
+}
