@@ -6,5 +6,6 @@
 // pkg/loadbalancer service flags, pkg/maglev lookup tables).
 //
 // It is a separate module so that Cilium's dependency graph never meets k8s.io/kubernetes's in the main module;
-// it shares no Go code with it. What it reads of the lab's state is the JSON the main module writes.
+// it shares no Go code with it. It reads the lab's state as the Cilium agent does, from the lab's apiserver: it
+// watches Services, EndpointSlices and Nodes with client-go's shared informers, as kube-proxy's user.
 package main

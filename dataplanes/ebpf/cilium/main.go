@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 // options are the flags of `k8sguide-cilium node`; the netns provider passes them all.
@@ -23,13 +25,12 @@ type options struct {
 	nodePortDev   string
 	lbAlgorithm   string
 	nodePortRange [2]uint16
-	statePath     string
-	appliedPath   string
+	kubeconfig    string
 }
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "node" {
-		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --bpffs DIR --devices eth0,cni0 --state lab.json --applied FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
+		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --bpffs DIR --devices eth0,cni0 --kubeconfig FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("node", flag.ExitOnError)
@@ -42,8 +43,7 @@ func main() {
 	fs.StringVar(&devices, "devices", "eth0", "interfaces to attach bpf_host to (the first is the NodePort device)")
 	fs.StringVar(&o.lbAlgorithm, "lb-algorithm", "random", "random or maglev (--bpf-lb-algorithm)")
 	fs.StringVar(&npRange, "nodeport-range", "30000-32767", "the NodePort range")
-	fs.StringVar(&o.statePath, "state", "", "the lab's state file")
-	fs.StringVar(&o.appliedPath, "applied", "", "where to report each applied generation")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the kubeconfig of the apiserver to watch Services, EndpointSlices and Nodes on")
 	fs.Parse(os.Args[2:])
 	var err error
 	if o.nodeIP, err = netip.ParseAddr(nodeIP); err != nil || !o.nodeIP.Is4() {
@@ -57,10 +57,12 @@ func main() {
 	if o.lbAlgorithm != "random" && o.lbAlgorithm != "maglev" {
 		fail(fmt.Errorf("--lb-algorithm %q: want random or maglev", o.lbAlgorithm))
 	}
-	if o.node == "" || o.object == "" || o.bpffs == "" || o.statePath == "" || o.appliedPath == "" {
-		fail(errors.New("--node, --object, --bpffs, --state and --applied are required"))
+	if o.node == "" || o.object == "" || o.bpffs == "" || o.kubeconfig == "" {
+		fail(errors.New("--node, --object, --bpffs and --kubeconfig are required"))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
+	// client-go logs through klog (a watch that failed, a relist): into the same log, in the same format.
+	klog.SetSlogLogger(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, logger, o); err != nil {
@@ -74,6 +76,11 @@ func fail(err error) {
 }
 
 func run(ctx context.Context, logger *slog.Logger, o options) error {
+	// The client first: a kubeconfig that cannot be read fails the agent before it attaches anything.
+	cs, err := newClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
 	dp, err := load(logger, o)
 	if err != nil {
 		return err
@@ -84,5 +91,5 @@ func run(ctx context.Context, logger *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	return w.follow(ctx)
+	return w.follow(ctx, cs)
 }

@@ -3,11 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
@@ -22,15 +21,19 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// labState is the part of the lab's state file (lab/state.Lab in the main module) a node proxy reads.
-type labState struct {
-	Generation int64 `json:"generation"`
-	Nodes      []struct {
-		Name string `json:"name"`
-		IP   string `json:"ip"`
-	} `json:"nodes"`
-	Services       []v1.Service                `json:"services"`
-	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
+// clusterState is what a node's proxy reads of the cluster, a snapshot of the informers' caches (see watch.go):
+// the Services, their discovery.k8s.io/v1 EndpointSlices, and the nodes. The objects are the caches' own and must
+// not be modified.
+type clusterState struct {
+	Nodes          []clusterNode
+	Services       []*v1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+}
+
+// clusterNode is a Node as the proxy sees it: its name and its first IPv4 InternalIP (the lab is IPv4 only).
+type clusterNode struct {
+	Name string
+	IP   netip.Addr
 }
 
 // frontend is one service map entry of Cilium's: an address the datapath load-balances, with its backends in
@@ -44,7 +47,7 @@ type frontend struct {
 	backends []loadbalancer.L3n4Addr
 }
 
-// desired is the complete content of the load-balancing maps for one generation, in network byte order.
+// desired is the complete content of the load-balancing maps for one state of the cluster, in network byte order.
 type desired struct {
 	services      map[maps.Service4Key]maps.Service4Value
 	backends      map[maps.Backend4KeyV3]maps.Backend4ValueV3
@@ -53,7 +56,7 @@ type desired struct {
 	maglev        map[uint16][]loadbalancer.BackendID // rev-NAT id (host order) -> LUT
 }
 
-// writer keeps the node's load-balancing maps equal to the lab's Services and EndpointSlices, as Cilium's
+// writer keeps the node's load-balancing maps equal to the cluster's Services and EndpointSlices, as Cilium's
 // BPF reconciler (pkg/loadbalancer/reconciler) does: stable service (rev-NAT) and backend ids, a master entry
 // in slot 0 and one slot per backend, reverse NAT per frontend, affinity matches, Maglev tables.
 type writer struct {
@@ -91,69 +94,11 @@ func emptyDesired() desired {
 	}
 }
 
-// follow applies every new generation of the lab's state until ctx ends or the lab is removed.
-func (w *writer) follow(ctx context.Context) error {
-	var seen os.FileInfo
-	applied := int64(-1)
-	for {
-		fi, err := os.Stat(w.o.statePath)
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // the lab was removed
-			}
-			return err
-		}
-		if seen == nil || !os.SameFile(fi, seen) || !fi.ModTime().Equal(seen.ModTime()) || fi.Size() != seen.Size() {
-			st, err := readState(w.o.statePath)
-			if err != nil {
-				w.logger.Error("reading lab state", "err", err)
-			} else if st.Generation != applied {
-				start := time.Now()
-				if err := w.apply(st); err != nil {
-					return fmt.Errorf("generation %d: %w", st.Generation, err)
-				}
-				took := time.Since(start)
-				applied = st.Generation
-				if err := writeApplied(w.o.appliedPath, applied, took); err != nil {
-					return err
-				}
-				w.logger.Info("applied", "generation", applied, "services", len(st.Services), "frontends", len(w.written.revNat), "sync", took)
-			}
-			seen = fi
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func readState(path string) (*labState, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var st labState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-// writeApplied reports a generation as the main module's node proxies do: "GENERATION SYNC_NANOSECONDS".
-func writeApplied(path string, generation int64, sync time.Duration) error {
-	if err := os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d\n", generation, sync.Nanoseconds()), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
-}
-
 // frontends turns Services and EndpointSlices into Cilium frontends, as Cilium's Kubernetes reflector does for a
 // kube-proxy replacement: a ClusterIP frontend per port; for NodePorts one per node address plus the
 // 0.0.0.0 one the datapath falls back to; with externalTrafficPolicy Local the external-scope frontends keep
 // only this node's backends and internal-scope twins keep them all.
-func (w *writer) frontends(st *labState) []frontend {
+func (w *writer) frontends(st *clusterState) []frontend {
 	type portKey struct{ ns, svc, port string }
 	ready := map[portKey][]struct {
 		addr netip.Addr
@@ -287,8 +232,8 @@ func (w *writer) backendID(a loadbalancer.L3n4Addr) loadbalancer.BackendID {
 	return id
 }
 
-// build computes every map entry for a generation, as BPFOps.updateFrontend writes them.
-func (w *writer) build(st *labState) (desired, error) {
+// build computes every map entry for a state of the cluster, as BPFOps.updateFrontend writes them.
+func (w *writer) build(st *clusterState) (desired, error) {
 	d := emptyDesired()
 	for _, fe := range w.frontends(st) {
 		feID := w.serviceID(fe.addr)
@@ -360,9 +305,11 @@ func (w *writer) lookupTable(bes []loadbalancer.L3n4Addr, ids []loadbalancer.Bac
 
 func byteorderHTON16(v uint16) uint16 { return v<<8 | v>>8 }
 
-// apply writes the difference between what the maps hold and what the generation wants: new and changed
-// entries first (backends and tables before the slots that name them), then removals.
-func (w *writer) apply(st *labState) error {
+// apply writes the difference between what the maps hold and what the cluster's state wants: new and changed
+// entries first (backends and tables before the slots that name them), then removals. Every write and removal is
+// recorded in w.written as soon as it succeeds, so that after a failure w.written still says what the maps hold,
+// and the retry (follow, in watch.go) writes and removes exactly what is left.
+func (w *writer) apply(st *clusterState) error {
 	d, err := w.build(st)
 	if err != nil {
 		return err
@@ -384,6 +331,7 @@ func (w *writer) apply(st *labState) error {
 		if err := w.writeMaglev(id, lut); err != nil {
 			return fmt.Errorf("maglev table of %d: %w", id, err)
 		}
+		old.maglev[id] = lut
 	}
 	if err := upsert(w.dp.services, d.services, old.services); err != nil {
 		return fmt.Errorf("services: %w", err)
@@ -396,9 +344,10 @@ func (w *writer) apply(st *labState) error {
 	for id := range old.maglev {
 		if _, ok := d.maglev[id]; !ok {
 			k := maps.MaglevOuterKey{RevNatID: id}.ToNetwork()
-			if err := w.dp.maglevOuter.Delete(&k); err != nil {
+			if err := w.dp.maglevOuter.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return err
 			}
+			delete(old.maglev, id)
 		}
 	}
 	if err := remove(w.dp.affinityMatch, d.affinityMatch, old.affinityMatch); err != nil {
@@ -436,16 +385,20 @@ func upsert[K comparable, V comparable](m *ebpf.Map, want, have map[K]V) error {
 		if err := m.Update(&k, &v, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("update %+v: %w", k, err)
 		}
+		have[k] = v
 	}
 	return nil
 }
 
+// remove deletes what have holds and want does not. An entry already gone counts as removed, as Cilium's LBMaps
+// delete (SilentDelete): otherwise a retry would fail on it forever.
 func remove[K comparable, V any](m *ebpf.Map, want, have map[K]V) error {
 	for k := range have {
 		if _, ok := want[k]; !ok {
-			if err := m.Delete(&k); err != nil {
+			if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("delete %+v: %w", k, err)
 			}
+			delete(have, k)
 		}
 	}
 	return nil
