@@ -335,7 +335,7 @@ func TestBadInput(t *testing.T) {
 		{args: []string{"up", "--name", "e2e-bad2", "--dataplane", "ipvs"},
 			want: "dataplane ipvs: this kernel has no IPVS (no /proc/sys/net/ipv4/vs); use --provider kind on a host whose kernel has IPVS, or the project's IPVS test VM"},
 		{[]string{"down", "--name", "e2e-nosuchlab"}, `no lab named "e2e-nosuchlab"`},
-		{[]string{"exec", "--name", name, "e2e-bad-worker9", "--", "true"}, `no node named "e2e-bad-worker9"`},
+		{[]string{"exec", "--name", name, "e2e-bad-worker9", "--", "true"}, `no node or pod named "e2e-bad-worker9"`},
 		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "bogus"}, `unknown dataplane "bogus"`},
 		{[]string{"up", "--name", "e2e-bad2", "--nodeport-addresses", "10.0.0.0/33"}, "is not a CIDR"},
 		{[]string{"up", "--name", "e2e-bad2", "--service-node-port-range", "40000-30000"}, "invalid --service-node-port-range"},
