@@ -245,5 +245,4 @@ func TestFollow(t *testing.T) {
 	waitFor("the removal", func() bool {
 		return count(dp.services) == 2*burst && count(dp.backends) == burst && count(dp.revNat) == burst
 	})
-	t.Log(log.String())
 }
