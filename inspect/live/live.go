@@ -11,6 +11,7 @@ import (
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
+	v1 "k8s.io/api/core/v1"
 )
 
 // NodeOf checks that node is one of the lab's nodes.
@@ -35,11 +36,7 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	if _, err := NodeOf(st, node); err != nil {
 		return nil, err
 	}
-	exe, err := p.ToolPath(ctx, name, node)
-	if err != nil {
-		return nil, err
-	}
-	// The names come from the lab's state while the collector runs: with thousands of Services, both take
+	// The names come from the lab's apiserver while the collector runs: with thousands of Services, both take
 	// a while.
 	var k *snapshot.Kubernetes
 	var kerr error
@@ -48,9 +45,25 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		defer close(names)
 		k, kerr = kubernetesNames(ctx, p, name, st)
 	}()
-	run := execIn(p, name, node)
-	out, err := nodecmd.Collect(ctx, run, exe, st.CiliumMaps(node))
+	s, err := collect(ctx, p, name, st, node)
 	<-names
+	if err != nil {
+		return nil, err
+	}
+	if kerr != nil {
+		return nil, kerr
+	}
+	s.Kubernetes = k
+	return s, nil
+}
+
+// collect runs the collector in node (one of st's) and reads its snapshot, without Kubernetes names.
+func collect(ctx context.Context, p lab.Provider, name string, st lab.Status, node string) (*snapshot.Snapshot, error) {
+	exe, err := p.ToolPath(ctx, name, node)
+	if err != nil {
+		return nil, err
+	}
+	out, err := nodecmd.Collect(ctx, execIn(p, name, node), exe, st.CiliumMaps(node))
 	if err != nil {
 		return nil, fmt.Errorf("collecting %s: %w", node, err)
 	}
@@ -59,18 +72,10 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		return nil, fmt.Errorf("collecting %s: unreadable collector output: %v", node, err)
 	}
 	s.Node, s.Lab, s.Dataplane = node, name, st.Dataplane
-	if kerr != nil {
-		return nil, kerr
-	}
-	s.Kubernetes = k
 	return s, nil
 }
 
 func kubernetesNames(ctx context.Context, p lab.Provider, name string, st lab.Status) (*snapshot.Kubernetes, error) {
-	k := &snapshot.Kubernetes{ClientIP: st.Client}
-	for _, n := range st.Nodes {
-		k.Nodes = append(k.Nodes, snapshot.Node{Name: n.Name, IP: n.IP})
-	}
 	w, err := p.Workloads(ctx, name)
 	if err != nil {
 		return nil, err
@@ -79,15 +84,24 @@ func kubernetesNames(ctx context.Context, p lab.Provider, name string, st lab.St
 	if err != nil {
 		return nil, err
 	}
+	svcs, err := w.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return namesOf(st, pods, svcs), nil
+}
+
+// namesOf is what a snapshot knows of the lab's Kubernetes objects: nodes, pods with addresses, Services.
+func namesOf(st lab.Status, pods []v1.Pod, svcs []v1.Service) *snapshot.Kubernetes {
+	k := &snapshot.Kubernetes{ClientIP: st.Client}
+	for _, n := range st.Nodes {
+		k.Nodes = append(k.Nodes, snapshot.Node{Name: n.Name, IP: n.IP})
+	}
 	for _, pod := range pods {
 		if pod.Status.PodIP == "" {
 			continue
 		}
 		k.Pods = append(k.Pods, snapshot.Pod{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Node: pod.Spec.NodeName})
-	}
-	svcs, err := w.Services(ctx)
-	if err != nil {
-		return nil, err
 	}
 	for _, svc := range svcs {
 		s := snapshot.Service{Namespace: svc.Namespace, Name: svc.Name, ClusterIP: svc.Spec.ClusterIP}
@@ -96,7 +110,7 @@ func kubernetesNames(ctx context.Context, p lab.Provider, name string, st lab.St
 		}
 		k.Services = append(k.Services, s)
 	}
-	return k, nil
+	return k
 }
 
 // NodePortDst is IP:nodePort of a Service's port on a node, for `trace --service NAME[:PORT]`.

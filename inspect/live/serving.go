@@ -98,16 +98,23 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	if err != nil {
 		return "", err
 	}
+	// One listing of the names serves every node's walk.
+	pods, err := w.Pods(ctx)
+	if err != nil {
+		return "", err
+	}
+	names := namesOf(st, pods, all)
 	diffs := make([]string, len(st.Nodes))
 	errs := make([]error, len(st.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range st.Nodes {
 		wg.Go(func() {
-			snap, err := Snapshot(ctx, p, name, n.Name)
+			snap, err := collect(ctx, p, name, st, n.Name)
 			if err != nil {
 				errs[i] = err
 				return
 			}
+			snap.Kubernetes = names
 			diffs[i], errs[i] = nodeDiff(snap, st, n, svcs, eps)
 		})
 	}

@@ -2,7 +2,6 @@ package netns
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,10 +11,9 @@ import (
 	"github.com/k8sguide/k8sguide/lab/podserver"
 )
 
-// httpGet makes one HTTP request to addr over a new connection opened inside namespace ns. The connection is
-// dialled on the namespace's thread (http.Transport would dial on another goroutine, in the wrong namespace),
-// and closed after one request, so every call is a new flow through the proxy's load balancing.
-func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
+// dialIn opens a TCP connection to addr from inside namespace ns. It is dialled on the namespace's thread
+// (http.Transport would dial on another goroutine, in the wrong namespace).
+func dialIn(ctx context.Context, ns, addr string) (net.Conn, error) {
 	var conn net.Conn
 	err := InNamespace(ns, func() error {
 		d := net.Dialer{Timeout: 2 * time.Second}
@@ -23,6 +21,13 @@ func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
 		conn, err = d.DialContext(ctx, "tcp", addr)
 		return err
 	})
+	return conn, err
+}
+
+// httpGet makes one HTTP request to addr over a new connection opened inside namespace ns, closed after one
+// request, so every call is a new flow through the proxy's load balancing.
+func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
+	conn, err := dialIn(ctx, ns, addr)
 	if err != nil {
 		return lab.Reply{}, err
 	}
@@ -34,41 +39,19 @@ func httpGet(ctx context.Context, ns, addr string) (lab.Reply, error) {
 	return lab.Reply{Pod: pod, Client: client}, nil
 }
 
-// httpStatus GETs path from addr inside namespace ns, over a connection dialled there, and fails unless the
-// answer is 200 OK.
-func httpStatus(ctx context.Context, ns, addr, path string) (int, error) {
-	var conn net.Conn
-	err := InNamespace(ns, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		var err error
-		conn, err = d.DialContext(ctx, "tcp", addr)
-		return err
-	})
+// httpOK GETs path from addr inside namespace ns and fails unless the answer is 200 OK.
+func httpOK(ctx context.Context, ns, addr, path string) error {
+	conn, err := dialIn(ctx, ns, addr)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer conn.Close()
-	used := false
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(context.Context, string, string) (net.Conn, error) {
-			if used {
-				return nil, errors.New("one request per connection")
-			}
-			used = true
-			return conn, nil
-		},
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	resp, err := podserver.GetOver(ctx, conn, addr, path)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, fmt.Errorf("%s%s: %s", addr, path, resp.Status)
+		return fmt.Errorf("%s%s: %s", addr, path, resp.Status)
 	}
-	return resp.StatusCode, nil
+	return nil
 }

@@ -217,6 +217,10 @@ func proxyManifest(store state.Store, labName, node string) string {
 	return filepath.Join(store.Dir(labName), "proxy-"+node+".json")
 }
 
+func proxyLog(store state.Store, labName, node string) string {
+	return filepath.Join(store.Dir(labName), "proxy-"+node+".log")
+}
+
 func proxyPIDPath(store state.Store, labName, node string) string {
 	return filepath.Join(store.Dir(labName), "proxy-"+node+".pid")
 }
@@ -251,7 +255,7 @@ func runProxy(ctx context.Context, store state.Store, labName, node string) {
 		}
 		return
 	}
-	supervise(ctx, "proxy", argv, filepath.Join(store.Dir(labName), "proxy-"+node+".log"), proxyPIDPath(store, labName, node))
+	supervise(ctx, "proxy", argv, proxyLog(store, labName, node), proxyPIDPath(store, labName, node))
 }
 
 // forward copies each connection accepted on the host's loopback to the apiserver, as kind's port mapping does

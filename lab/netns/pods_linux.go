@@ -67,7 +67,7 @@ func podNamespacePattern(labName string) *regexp.Regexp {
 
 // podNamespaces lists the pod namespaces of a lab that exist now.
 func podNamespaces(labName string) ([]string, error) {
-	entries, err := os.ReadDir("/run/netns")
+	entries, err := os.ReadDir(netnsDir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -439,6 +439,8 @@ func (w *podWorker) startServer() (<-chan int, int, error) {
 	}
 	started := make(chan error, 1)
 	exited := make(chan int, 1)
+	gone := make(chan struct{})
+	var pid int
 	go func() {
 		// Pdeathsig follows the thread that started the child: it stays locked until the child is gone.
 		runtime.LockOSThread()
@@ -451,32 +453,21 @@ func (w *podWorker) startServer() (<-chan int, int, error) {
 			started <- err
 			return
 		}
+		pid = cmd.Process.Pid
 		started <- nil
 		cmd.Wait()
+		close(gone)
 		exited <- cmd.ProcessState.ExitCode()
 	}()
 	if err := <-started; err != nil {
 		return nil, 0, err
 	}
-	// The pid is known once started; the goroutine owns cmd, so read it from /proc of our children instead of
-	// racing on it: the server is the only child of that thread, found by its namespace.
-	pid, err := w.serverPID()
-	return exited, pid, err
-}
-
-// serverPID is the pid of the process in the pod's namespace (there is one: the pod server).
-func (w *podWorker) serverPID() (int, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids, err := namespacePids(context.Background(), w.netns)
-		if err == nil && len(pids) > 0 {
-			return pids[0], nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the pod server did not enter namespace %s", w.netns)
-		}
-		time.Sleep(5 * time.Millisecond)
+	// `ip netns exec` becomes the server (same pid); until it has entered the pod's namespace a teardown would
+	// not find it there.
+	if err := waitInNamespace(pid, w.netns, gone); err != nil {
+		return nil, 0, fmt.Errorf("the pod server: %w", err)
 	}
+	return exited, pid, nil
 }
 
 func containerID(pid int) string { return "netns://" + strconv.Itoa(pid) }

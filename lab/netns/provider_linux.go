@@ -493,8 +493,7 @@ func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error
 func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 	for _, n := range st.Nodes {
 		ready := func(ctx context.Context) (bool, error) {
-			_, err := httpStatus(ctx, lab.ClientName(st.Config.Name), net.JoinHostPort(n.IP, "10256"), "/healthz")
-			return err == nil, nil
+			return httpOK(ctx, lab.ClientName(st.Config.Name), net.JoinHostPort(n.IP, "10256"), "/healthz") == nil, nil
 		}
 		if st.Config.Dataplane == dataplanes.EBPF {
 			ready = func(ctx context.Context) (bool, error) {
@@ -504,7 +503,7 @@ func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 		}
 		if err := p.waitCluster(ctx, st, "the proxy of "+n.Name, func(ctx context.Context) (bool, error) {
 			if pid := p.proxyPID(st.Config.Name, n.Name); pid != 0 && !processAlive(pid) {
-				log := filepath.Join(p.Store.Dir(st.Config.Name), "proxy-"+n.Name+".log")
+				log := proxyLog(p.Store, st.Config.Name, n.Name)
 				return false, fmt.Errorf("the proxy of %s stopped: %s (log: %s)", n.Name, lastLogLine(log), log)
 			}
 			return ready(ctx)

@@ -36,8 +36,10 @@ func ipOutput(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// nsPath is where `ip netns add` pins a namespace.
-func nsPath(name string) string { return filepath.Join("/run/netns", name) }
+// netnsDir is where `ip netns add` pins namespaces.
+const netnsDir = "/run/netns"
+
+func nsPath(name string) string { return filepath.Join(netnsDir, name) }
 
 func nsExists(name string) bool {
 	_, err := os.Stat(nsPath(name))
