@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -136,8 +138,9 @@ func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, log
 	factory.Start(ctx.Done())
 	<-ctx.Done()
 	factory.Shutdown()
+	// A copy: each worker removes itself from the map as it ends.
 	r.mu.Lock()
-	workers := r.workers
+	workers := slices.Collect(maps.Values(r.workers))
 	r.mu.Unlock()
 	for _, w := range workers {
 		w.cancel()
@@ -152,9 +155,10 @@ func (r *podRunner) update(ctx context.Context, pod *v1.Pod) {
 	defer r.mu.Unlock()
 	w, ok := r.workers[pod.UID]
 	if !ok {
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		// A pod that ended, or whose worker already tore it down for its deletion (a late update), has nothing
+		// running here: never start it again.
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			if pod.DeletionTimestamp != nil {
-				// Nothing of it runs here any more: let it go.
 				go r.finishDeletion(ctx, pod)
 			}
 			return
