@@ -19,10 +19,10 @@ var NodeModules = []string{
 	"veth", "dummy", "bridge", "br_netfilter",
 }
 
-// NodeTools are the programs the proxier, the lab and the collector run, and what `trace --verify` runs
-// (xtables-monitor under stdbuf, which preloads its library).
+// NodeTools are the programs the proxier, the lab and the collector run (nsenter starts a node's agent), and
+// what `trace --verify` runs (xtables-monitor under stdbuf, which preloads its library).
 var NodeTools = []string{
 	"iptables", "iptables-save", "iptables-restore", "iptables-nft", "iptables-nft-save", "iptables-nft-restore",
-	"ip6tables", "ip6tables-save", "ip6tables-restore", "ipset", "ipvsadm", "ip", "nft", "conntrack",
+	"ip6tables", "ip6tables-save", "ip6tables-restore", "ipset", "ipvsadm", "ip", "nsenter", "nft", "conntrack",
 	"xtables-monitor", "stdbuf", "/usr/libexec/coreutils/libstdbuf.so",
 }
