@@ -16,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	podutil "k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
@@ -42,7 +44,8 @@ func SelectsPodsOf(svc *v1.Service, d *appsv1.Deployment) bool {
 // then in every node's kernel, whatever the proxy (kube-proxy's informers, Cilium's agent) and however long it
 // took. It reads each node as `trace` does (a snapshot, then the tracer's walk of the Service's frontends) — the
 // node's own rules, not a proxy's report — and compares:
-//   - the NodePort on the node's address, from the lab's client (eTP Local: the node's own endpoints), where
+//   - the NodePort on the node's address, from the lab's client (eTP Local: the node's own endpoints; see
+//     expected for IPVS's exception), where
 //     --nodeport-addresses serves it;
 //   - the ClusterIP, from an address of the node's pod network (iTP Local: the node's own endpoints), except on
 //     the ebpf dataplane, where the lab's pods have no bpf_lxc and a ClusterIP is served to nobody the tracer
@@ -104,6 +107,14 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 		return "", err
 	}
 	names := namesOf(st, pods, all)
+	// The endpoints to compare with are the EndpointSlice controller's: it must have caught up with the pods
+	// first, or a Service created a moment ago (no slice yet) would match a kernel that has it without
+	// endpoints.
+	for i := range svcs {
+		if d := endpointsLag(&svcs[i], pods, eps); d != "" {
+			return fmt.Sprintf("service %s/%s: %s", svcs[i].Namespace, svcs[i].Name, d), nil
+		}
+	}
 	diffs := make([]string, len(st.Nodes))
 	errs := make([]error, len(st.Nodes))
 	var wg sync.WaitGroup
@@ -146,7 +157,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 				dst := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
 				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client"}
-				if d, err := frontendDiff(snap, req, readyEndpoints(&svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := frontendDiff(snap, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "ClusterIP "+dst, d), err
 				}
 			}
@@ -154,7 +165,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
 				req := tracer.Request{Dst: dst, Proto: proto, From: "client"}
-				if d, err := frontendDiff(snap, req, readyEndpoints(&svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := frontendDiff(snap, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "NodePort "+dst, d), err
 				}
 			}
@@ -214,6 +225,67 @@ func frontendDiff(snap *snapshot.Snapshot, req tracer.Request, want []string) (s
 		return fmt.Sprintf("the kernel sends to %s; the API lists %s", strings.Join(got, ", "), strings.Join(want, ", ")), nil
 	}
 	return "", nil
+}
+
+// endpointsLag says how the EndpointSlices of a Service with a selector still differ from its pods, as the
+// EndpointSlice controller would publish them ("" when they agree): a slice must exist (the controller makes
+// one even for no endpoints), and the ready addresses must be those of the selected pods that are Ready and not
+// being deleted. The addresses are compared only where every port's targetPort is a number (a named one leaves
+// out the pods that do not declare it) and not-ready addresses are not published as ready.
+func endpointsLag(svc *v1.Service, pods []v1.Pod, eps []discoveryv1.EndpointSlice) string {
+	if len(svc.Spec.Selector) == 0 {
+		return "" // its slices are someone else's to write
+	}
+	var published []string
+	found := false
+	for _, s := range eps {
+		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name || s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		found = true
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				published = append(published, e.Addresses...)
+			}
+		}
+	}
+	if !found {
+		return "the EndpointSlice controller has not published its EndpointSlice yet"
+	}
+	if svc.Spec.PublishNotReadyAddresses {
+		return ""
+	}
+	for _, port := range svc.Spec.Ports {
+		if port.TargetPort.Type == intstr.String {
+			return ""
+		}
+	}
+	sel := labels.SelectorFromSet(svc.Spec.Selector)
+	var ready []string
+	for _, pod := range pods {
+		if pod.Namespace == svc.Namespace && pod.Status.PodIP != "" && pod.DeletionTimestamp == nil &&
+			sel.Matches(labels.Set(pod.Labels)) && podutil.IsPodReady(&pod) {
+			ready = append(ready, pod.Status.PodIP)
+		}
+	}
+	slices.Sort(published)
+	published = slices.Compact(published)
+	slices.Sort(ready)
+	if !slices.Equal(published, ready) {
+		return fmt.Sprintf("its EndpointSlices list %v ready, its pods %v: the EndpointSlice controller has not caught up", published, ready)
+	}
+	return ""
+}
+
+// expected are the endpoints a node's proxy sends a frontend to: the ready ones, only the node's own under a
+// Local policy — except in IPVS mode, where a Local frontend on a node without a local endpoint gets every
+// endpoint (kube-proxy's ipvs syncEndpoint, kubernetes#97081: so the node's own pods still reach the Service).
+func expected(d dataplanes.Name, svc *v1.Service, port v1.ServicePort, eps []discoveryv1.EndpointSlice, node string, local bool) []string {
+	want := readyEndpoints(svc, port, eps, node, local)
+	if local && len(want) == 0 && d == dataplanes.IPVS {
+		want = readyEndpoints(svc, port, eps, node, false)
+	}
+	return want
 }
 
 // readyEndpoints are the IP:PORTs the EndpointSlices of svc list as ready for port, sorted; onNode keeps only the
