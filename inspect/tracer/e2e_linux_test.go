@@ -291,7 +291,7 @@ func TestTraceNodePortAddresses(t *testing.T) {
 				t.Errorf("node IP: %s, want delivered", p.Verdict)
 			}
 			pod := podOn(t, name, worker)
-			p = mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", "10.244.1.1:"+np))
+			p = mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", e2etest.BridgeIP(t, name, worker)+":"+np))
 			if p.Verdict != trace.Local {
 				t.Errorf("pod bridge address outside --nodeport-addresses: %s, want local", p.Verdict)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
 	"github.com/k8sguide/k8sguide/lab/state"
+	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
 var (
@@ -251,6 +252,27 @@ func NodePortOf(t testing.TB, name, service string) string {
 		}
 	}
 	t.Fatalf("service %s not found", service)
+	return ""
+}
+
+// BridgeIP is the address of a node's pod bridge (cni0): the gateway of the pod CIDR the controller-manager gave
+// the node, which is not always the next in the nodes' order.
+func BridgeIP(t testing.TB, name, node string) string {
+	t.Helper()
+	st, err := Provider().Status(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			gw, err := workload.Gateway(n.PodCIDR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return gw.Addr().String()
+		}
+	}
+	t.Fatalf("no node %s in lab %s", node, name)
 	return ""
 }
 

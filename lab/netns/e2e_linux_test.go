@@ -256,8 +256,8 @@ func TestNodePortAddresses(t *testing.T) {
 			ctx := context.Background()
 			p := provider()
 			// Inside the CIDR: the worker's cni0 address, reached from the control-plane node (which routes
-			// 10.244.1.0/24 to the worker).
-			inside := net.JoinHostPort("10.244.1.1", port)
+			// the worker's pod CIDR to it).
+			inside := net.JoinHostPort(e2etest.BridgeIP(t, name, name+"-worker"), port)
 			var out bytes.Buffer
 			err := p.Exec(ctx, name, name+"-control-plane", []string{"curl", "-s", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", "http://" + inside + "/"}, lab.Streams{Out: &out, Err: &out})
 			if err != nil || out.String() != "200" {
@@ -312,7 +312,7 @@ func TestNodePortAddresses(t *testing.T) {
 					t.Errorf("NodePort on %s:%s: %s", n.IP, port, pr.LastErr)
 				}
 			}
-			cni := strings.TrimSuffix(status.Nodes[1].PodCIDR, "0/24") + "1"
+			cni := e2etest.BridgeIP(t, name, status.Nodes[1].Name)
 			var out bytes.Buffer
 			err = provider().Exec(context.Background(), name, status.Nodes[0].Name, []string{"curl", "-s", "-m", "2", "http://" + net.JoinHostPort(cni, port) + "/"}, lab.Streams{Out: &out, Err: &out})
 			if err == nil {
