@@ -44,7 +44,7 @@ func SelectsPodsOf(svc *v1.Service, d *appsv1.Deployment) bool {
 // then in every node's kernel, whatever the proxy (kube-proxy's informers, Cilium's agent) and however long it
 // took. It reads each node as `trace` does (a snapshot, then the tracer's walk of the Service's frontends) — the
 // node's own rules, not a proxy's report — and compares:
-//   - the NodePort on the node's address, from the lab's client (eTP Local: the node's own endpoints; see
+//   - the NodePort on the node's address, from outside (unseenClient) (eTP Local: the node's own endpoints; see
 //     expected for IPVS's exception), where
 //     --nodeport-addresses serves it;
 //   - the ClusterIP, from an address of the node's pod network (iTP Local: the node's own endpoints), except on
@@ -164,7 +164,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 			if port.NodePort != 0 && servesNodePorts(st.NodePortAddresses, n.IP) {
 				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
-				req := tracer.Request{Dst: dst, Proto: proto, From: "client"}
+				req := tracer.Request{Dst: dst, Src: unseenClient, Proto: proto, From: "client"}
 				if d, err := frontendDiff(snap, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "NodePort "+dst, d), err
 				}
@@ -317,6 +317,12 @@ func readyEndpoints(svc *v1.Service, port v1.ServicePort, eps []discoveryv1.Endp
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// unseenClient is the source of WaitServing's NodePort walks: an outside address (TEST-NET-1, RFC 5737) that
+// never sends in a lab, so no session-affinity record (kube-proxy's recent lists, IPVS persistence, Cilium's
+// affinity map) holds it and the walk reaches every endpoint a new client can. From the lab's own client, a
+// Service with ClientIP affinity walks to the one endpoint that client last reached, and never matches the API.
+const unseenClient = "192.0.2.1"
 
 // podNetworkSource is an address of the node's pod network no pod is given early (its last but one: pods get
 // addresses from the bottom), for walking a pod's packet in at the node's pod bridge.
