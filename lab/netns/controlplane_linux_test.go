@@ -2,6 +2,7 @@ package netns_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +127,7 @@ func TestControlPlane(t *testing.T) {
 }
 
 // controlPlanePID is the pid of a lab's control-plane process.
-func controlPlanePID(t *testing.T, name string) int {
+func controlPlanePID(t testing.TB, name string) int {
 	t.Helper()
 	out, _ := exec.Command("pgrep", "-f", "internal control-plane --name "+name+"$").Output()
 	f := strings.Fields(string(out))
@@ -146,4 +147,22 @@ func manifest(t *testing.T, yaml string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestOneNodeLab: a lab without workers runs its pods on the control-plane node, which is then not tainted
+// (kind removes the taint from a cluster of one node), and its NodePort answers from all three.
+func TestOneNodeLab(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := "e2e-one"
+	upLab(t, name, "--workers", "0")
+	node := name + "-control-plane"
+	if out := mustK8sguide(t, "kubectl", "--name", name, "get", "node", node, "-o", "jsonpath={.spec.taints}"); out != "" {
+		t.Errorf("the only node is tainted: %s", out)
+	}
+	mustK8sguide(t, "deploy", "--name", name)
+	mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	pr := lab.ProbeAddr(context.Background(), provider(), name, net.JoinHostPort("172.18.0.2", nodePortOf(t, name, "web")), 30)
+	if pr.Failures > 0 || len(pr.Answers) != 3 {
+		t.Errorf("the NodePort on the only node: %d failures (%s), answers from %v; want all 3 pods", pr.Failures, pr.LastErr, pr.Answers)
+	}
 }

@@ -126,7 +126,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 		return err
 	}
 	if node.Role == lab.ControlPlane {
-		if err := initControlPlane(ctx, cp); err != nil {
+		if err := initControlPlane(ctx, cp, len(st.Nodes) > 1); err != nil {
 			return err
 		}
 	}
@@ -362,8 +362,10 @@ func reportStatus(ctx context.Context, client kubernetes.Interface, name string)
 }
 
 // initControlPlane does what `kubeadm init` does once the apiserver answers: bind the kubeadm:cluster-admins
-// group (admin.conf's) to cluster-admin, and mark the control-plane node (label and NoSchedule taint).
-func initControlPlane(ctx context.Context, cp controlplane.Config) error {
+// group (admin.conf's) to cluster-admin, and mark the control-plane node (its label, and the NoSchedule taint
+// when the lab has workers: a lab of one node runs its pods on the control plane, as kind removes the taint
+// from a cluster without workers).
+func initControlPlane(ctx context.Context, cp controlplane.Config, hasWorkers bool) error {
 	admin, err := clientFor(cp.AdminKubeconfig())
 	if err != nil {
 		return err
@@ -375,8 +377,11 @@ func initControlPlane(ctx context.Context, cp controlplane.Config) error {
 	if _, err := kubeconfigphase.EnsureAdminClusterRoleBindingImpl(ctx, admin, super, apiServerWaitInterval, time.Minute); err != nil {
 		return fmt.Errorf("binding the admins' group: %w", err)
 	}
-	taint := v1.Taint{Key: kubeadmconstants.LabelNodeRoleControlPlane, Effect: v1.TaintEffectNoSchedule}
-	if err := markcontrolplane.MarkControlPlane(super, cp.NodeName, []v1.Taint{taint}); err != nil {
+	var taints []v1.Taint
+	if hasWorkers {
+		taints = append(taints, v1.Taint{Key: kubeadmconstants.LabelNodeRoleControlPlane, Effect: v1.TaintEffectNoSchedule})
+	}
+	if err := markcontrolplane.MarkControlPlane(super, cp.NodeName, taints); err != nil {
 		return fmt.Errorf("marking the control-plane node: %w", err)
 	}
 	return nil
