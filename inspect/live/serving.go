@@ -143,6 +143,7 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 
 // nodeDiff compares one node's walks with the API.
 func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps []discoveryv1.EndpointSlice) (string, error) {
+	walks := tracer.Open(snap) // parsed once for every Service's walks
 	for _, svc := range svcs {
 		for _, port := range svc.Spec.Ports {
 			proto := strings.ToLower(string(port.Protocol))
@@ -157,7 +158,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 				dst := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
 				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client"}
-				if d, err := frontendDiff(snap, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := frontendDiff(walks, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "ClusterIP "+dst, d), err
 				}
 			}
@@ -165,7 +166,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
 				req := tracer.Request{Dst: dst, Src: unseenClient, Proto: proto, From: "client"}
-				if d, err := frontendDiff(snap, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := frontendDiff(walks, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "NodePort "+dst, d), err
 				}
 			}
@@ -200,8 +201,8 @@ func describe(n lab.Node, svc *v1.Service, frontend, diff string) string {
 }
 
 // frontendDiff walks one packet and compares the endpoints it can reach with want.
-func frontendDiff(snap *snapshot.Snapshot, req tracer.Request, want []string) (string, error) {
-	t, err := tracer.Trace(snap, req)
+func frontendDiff(walks *tracer.Opened, req tracer.Request, want []string) (string, error) {
+	t, err := walks.Trace(req)
 	if err != nil {
 		return "", err
 	}

@@ -140,6 +140,24 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 
 // Trace walks the request's packet through the snapshot's node.
 func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
+	return Open(s).Trace(req)
+}
+
+// Opened is a snapshot whose engine parts are parsed once (on the first Trace) for any number of walks: parsing
+// a node's rules costs far more than walking one packet through them, and WaitServing walks every Service of a
+// lab through the same snapshot.
+type Opened struct {
+	snap   *snapshot.Snapshot
+	opened *opened
+	err    error
+}
+
+// Open prepares s for walks.
+func Open(s *snapshot.Snapshot) *Opened { return &Opened{snap: s} }
+
+// Trace walks the request's packet through the snapshot's node.
+func (op *Opened) Trace(req Request) (*trace.Trace, error) {
+	s := op.snap
 	dst, err := trace.ParseDst(req.Dst)
 	if err != nil {
 		return nil, fmt.Errorf("--dst %v", err)
@@ -194,10 +212,13 @@ func Trace(s *snapshot.Snapshot, req Request) (*trace.Trace, error) {
 			origin.Iif = "eth0"
 		}
 	}
-	o, err := open(s)
-	if err != nil {
-		return nil, err
+	if op.opened == nil && op.err == nil {
+		op.opened, op.err = open(s)
 	}
+	if op.err != nil {
+		return nil, op.err
+	}
+	o := op.opened
 	t := &trace.Trace{Dataplane: string(o.dataplane), Node: s.Node, Packet: trace.Packet{
 		Src: srcString(flow), Dst: dst.String(), Proto: proto, From: from, InIface: origin.Iif}}
 	var names netfilter.Names

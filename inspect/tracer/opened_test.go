@@ -1,0 +1,61 @@
+package tracer_test
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+)
+
+// TestOpenedTracesAsFresh: walks through one Opened snapshot (parsed once) give what a fresh Trace of the same
+// snapshot gives, whatever was walked before them — no walk leaves state behind in the parsed rules. The
+// snapshots are the CLI's golden fixtures, taken from netns labs (see cmd/k8sguide/app/testdata/README.md).
+func TestOpenedTracesAsFresh(t *testing.T) {
+	files, _ := filepath.Glob("../../cmd/k8sguide/app/testdata/*.v1.json")
+	if len(files) == 0 {
+		t.Fatal("no snapshot fixtures found")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			load := func() *tracer.Opened {
+				s, err := tracer.Load(data, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tracer.Open(s)
+			}
+			s, _ := tracer.Load(data, nil)
+			var reqs []tracer.Request
+			for _, svc := range s.Kubernetes.Services {
+				for _, p := range svc.Ports {
+					reqs = append(reqs, tracer.Request{Dst: net.JoinHostPort(svc.ClusterIP, strconv.Itoa(int(p.Port))), Src: "10.244.1.254"})
+					for _, n := range s.Kubernetes.Nodes {
+						if p.NodePort != 0 {
+							reqs = append(reqs, tracer.Request{Dst: net.JoinHostPort(n.IP, strconv.Itoa(int(p.NodePort)))})
+						}
+					}
+				}
+			}
+			shared := load()
+			for round := 0; round < 2; round++ {
+				for _, req := range reqs {
+					got, gerr := shared.Trace(req)
+					want, werr := load().Trace(req)
+					gj, _ := json.Marshal(got)
+					wj, _ := json.Marshal(want)
+					if string(gj) != string(wj) || (gerr == nil) != (werr == nil) {
+						t.Errorf("round %d, %+v: through the shared snapshot %s (%v), fresh %s (%v)", round, req, gj, gerr, wj, werr)
+					}
+				}
+			}
+		})
+	}
+}
