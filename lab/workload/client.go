@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -51,15 +52,22 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 			return err
 		}
 	}
+	// Services go a few at a time: one apply at a time, a file of 1,000 Services spent most of its deploy
+	// waiting on round trips. The first error stops the rest.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyParallelism)
 	for _, s := range services {
 		s = s.DeepCopy()
 		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 		if s.Namespace == "" {
 			s.Namespace = metav1.NamespaceDefault
 		}
-		if err := apply(ctx, "service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch); err != nil {
-			return err
-		}
+		g.Go(func() error {
+			return apply(gctx, "service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	for _, d := range deployments {
 		if err := w.waitRollout(ctx, d.Namespace, d.Name); err != nil {
@@ -68,6 +76,9 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 	}
 	return nil
 }
+
+// applyParallelism is how many Service applies are in flight at once.
+const applyParallelism = 8
 
 // patchFunc is a typed client's Patch.
 type patchFunc[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
