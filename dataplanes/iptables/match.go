@@ -26,7 +26,9 @@ type matcher struct {
 	isGoto     bool
 	targetArgs []string
 	comment    string
-	notes      []string
+	service    string // the Service the comment names (trace.ServiceFromComment), "" if none
+	// notes are what one evaluation could not check (a copy of the compiled matcher gathers them).
+	notes []string
 }
 
 // options that take no value.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
 // Rules is a node's iptables rules: tables by name.
@@ -39,6 +41,20 @@ type Rule struct {
 	Args           []string
 	Packets, Bytes uint64
 	Assumed        bool
+	// compiled is the rule ready for evaluation, made on its first walk: a walk meets every rule of
+	// KUBE-SERVICES, and a node's rules are walked once per Service when a command waits for them.
+	compiled *matcher
+}
+
+// matcher is the rule compiled, once. Not safe for concurrent walks of one ruleset.
+func (r *Rule) matcher() *matcher {
+	if r.compiled == nil {
+		r.compiled = compile(r.Args)
+		if c := r.compiled.comment; c != "" {
+			r.compiled.service = trace.ServiceFromComment(c)
+		}
+	}
+	return r.compiled
 }
 
 // ParseSave reads iptables-save output (with or without -c counters, one table or all), or a fragment of it.

@@ -89,11 +89,10 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		idx := f.next
 		rule := f.chain.Rules[idx]
 		f.next++
-		m := compile(rule.Args)
-		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text}
-		if m.comment != "" {
-			h.Service = trace.ServiceFromComment(m.comment)
-		}
+		// A copy per evaluation: the notes it gathers are this walk's, the compiled rule stays as it was.
+		eval := *rule.matcher()
+		m := &eval
+		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Service: m.service}
 		matched, reason, prob := m.evaluate(w)
 		h.Matched, h.Reason, h.Probability = matched, reason, prob
 		if rule.Assumed {

@@ -5,7 +5,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/k8sguide/k8sguide/inspect/tracer"
@@ -57,5 +59,33 @@ func TestOpenedTracesAsFresh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenedWalksKeepTheirOwnNotes: what one walk could not check (a source port it was not given) is noted
+// in that walk only: a later walk of the same parsed rules that gives the port has no such note. A
+// kube-proxy-like fragment, written for the test.
+func TestOpenedWalksKeepTheirOwnNotes(t *testing.T) {
+	dump := `*nat
+:PREROUTING ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+-A PREROUTING -j KUBE-SERVICES
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 --sport 1000:2000 -j DNAT --to-destination 10.244.1.5:80
+COMMIT
+`
+	s, err := tracer.Load([]byte(dump), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	walks := tracer.Open(s)
+	for i, src := range []string{"10.244.2.9", "10.244.2.9:1500", "10.244.2.9", "10.244.2.9:1500"} {
+		tr, err := walks.Trace(tracer.Request{Dst: "10.96.0.10:80", Src: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		noted := slices.ContainsFunc(tr.Notes, func(n string) bool { return strings.Contains(n, "source port") })
+		if want := !strings.Contains(src, ":"); noted != want {
+			t.Errorf("walk %d from %s: notes %q; want a source-port note: %v", i+1, src, tr.Notes, want)
+		}
 	}
 }
