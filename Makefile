@@ -103,7 +103,8 @@ node-ip-3:
 test:
 	go test -count=1 -timeout 60m ./...
 
-# Figures, not pass/fail: up time, deploy+nodeport time, one proxier sync at 1,000 Services, and snapshot+trace
-# against iptables-save / nft list at 5,000 NodePort Services (time ratio and peak memory).
+# Figures, not pass/fail: up time per dataplane, deploy+nodeport time, the deploy of 1,000 and 5,000 Services
+# through the apiserver (with the proxy's sync time and the control plane's memory), and snapshot+trace against
+# iptables-save / nft list at 5,000 NodePort Services (time ratio and peak memory).
 bench:
 	go test -run '^$$' -bench . -benchtime 3x -timeout 60m ./lab/netns/ ./inspect/tracer/

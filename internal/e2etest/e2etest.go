@@ -190,16 +190,22 @@ func Provider() *netns.Provider {
 	return &netns.Provider{Store: state.Store{Root: StateDir}, Exe: Binary}
 }
 
-// upLab creates a lab and registers its removal, so a failing test leaves nothing behind.
+// UpLab creates a lab and registers its removal, so a failing test leaves nothing behind.
 func UpLab(t testing.TB, name string, args ...string) {
 	t.Helper()
+	DownAtCleanup(t, name)
+	MustK8sguide(t, append([]string{"up", "--name", name}, args...)...)
+}
+
+// DownAtCleanup registers the removal of lab name, if it still exists when t ends (a benchmark that brings
+// labs up and down itself and fails between the two), and checks that nothing of it is left.
+func DownAtCleanup(t testing.TB, name string) {
 	t.Cleanup(func() {
 		if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
 			K8sguide(t, "down", "--name", name)
 		}
 		AssertNothingLeft(t, name)
 	})
-	MustK8sguide(t, append([]string{"up", "--name", name}, args...)...)
 }
 
 // assertNothingLeft checks that no namespace, process, veth or state of the lab remains.
