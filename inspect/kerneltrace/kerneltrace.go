@@ -57,6 +57,7 @@ const (
 // Session is a running trace inside a node.
 type Session struct {
 	flow    trace.Flow
+	engine  string
 	monitor *exec.Cmd
 	mu      sync.Mutex
 	lines   []string
@@ -97,7 +98,7 @@ func (b *tailBuffer) lastLine() string {
 // Start creates the tracing table and starts the monitor (engine "iptables" uses xtables-monitor, anything
 // else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
 func Start(ctx context.Context, engine string, f trace.Flow) (*Session, error) {
-	s := &Session{flow: f, ready: make(chan struct{}), done: make(chan struct{}), markers: make(chan string, 64)}
+	s := &Session{flow: f, engine: engine, ready: make(chan struct{}), done: make(chan struct{}), markers: make(chan string, 64)}
 	if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
 		return nil, fmt.Errorf("adding the tracing table: %w", err)
 	}
@@ -177,7 +178,8 @@ func sendMarker(port int) int {
 // the monitor shows a marker packet sent now, the flow's earlier events are in too (under load a monitor
 // can lag well behind the packets it reports). When that marker never comes back (the monitor exited, or
 // lagged beyond the limit) the lines may lack some of the flow's events, and the error (starting with
-// Incomplete) says so.
+// Incomplete) says so. nft's events of rules newer than the monitor are given their rule text (see
+// ResolveUnknownRules).
 func (s *Session) Stop() ([]string, error) {
 	var err error
 	if s.monitor != nil && s.monitor.Process != nil {
@@ -191,8 +193,88 @@ func (s *Session) Stop() ([]string, error) {
 	}
 	s.removeTable()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.lines...), err
+	lines := append([]string(nil), s.lines...)
+	s.mu.Unlock()
+	if s.engine != "iptables" {
+		var rerr error
+		lines, rerr = ResolveUnknownRules(lines, s.flow, listChain)
+		if err == nil {
+			err = rerr
+		}
+	}
+	return lines, err
+}
+
+// unknownRule is how `nft monitor trace` prints the event of a rule it does not know. The monitor reads the
+// ruleset once, when it starts, and never again; a chain rewritten after that (kube-proxy's nftables mode
+// flushes and refills a Service's chains whenever its endpoints change, for instance when a pod it scaled
+// away is finally gone) has rules with new handles, and the monitor prints their events as
+// "trace id 1a2b3c4d ip kube-proxy service-… unknown rule handle 6 (verdict continue)".
+var unknownRule = regexp.MustCompile(`^(trace id [0-9a-f]+ (\S+) (\S+) (\S+) )unknown rule handle (\d+)(.*)$`)
+
+// ResolveUnknownRules gives the flow's unknown-rule events (see unknownRule) the text of their rule, read
+// again from the kernel with list (`nft -a list chain`), so they read as the monitor prints a rule it knows.
+// The kernel never hands a handle out twice in a table, so the rule listed under it now is the rule the
+// packet met, unless it was replaced in place since (`nft replace rule` keeps the handle; kube-proxy never
+// replaces, it flushes and adds). A rule deleted again since cannot be named: the error
+// (starting with Incomplete) says so, and the line stays as the monitor printed it.
+func ResolveUnknownRules(lines []string, f trace.Flow, list func(family, table, chain string) (string, error)) ([]string, error) {
+	ours := ownIDs(lines, nftID, nftPacketOf(f))
+	rules := map[string]map[string]string{} // "family table chain" -> handle -> rule text
+	var missing []string
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l
+		m := unknownRule.FindStringSubmatch(l)
+		if m == nil || !ours[nftID.FindStringSubmatch(l)[1]] {
+			continue
+		}
+		chain := m[2] + " " + m[3] + " " + m[4]
+		if _, ok := rules[chain]; !ok {
+			listing, err := list(m[2], m[3], m[4])
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("chain %s could not be listed: %v", chain, err))
+			}
+			rules[chain] = handles(listing)
+		}
+		text, ok := rules[chain][m[5]]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("rule handle %s of chain %s was deleted before it could be read", m[5], chain))
+			continue
+		}
+		out[i] = m[1] + "rule " + text + m[6]
+	}
+	if len(missing) > 0 {
+		return out, fmt.Errorf("%s: the ruleset changed during the trace: %s", Incomplete, strings.Join(slices.Compact(missing), "; "))
+	}
+	return out, nil
+}
+
+// handles maps each rule of an `nft -a list chain` listing to its handle.
+func handles(listing string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(listing, "\n") {
+		i := strings.LastIndex(l, " # handle ")
+		if i < 0 || strings.HasSuffix(strings.TrimSpace(l[:i]), "{") {
+			continue // not a rule: the table's or the chain's own line
+		}
+		out[strings.TrimSpace(l[i+len(" # handle "):])] = strings.TrimSpace(l[:i])
+	}
+	return out
+}
+
+// listChain lists one chain with its rule handles.
+func listChain(family, table, chain string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nft", "-a", "list", "chain", family, table, chain)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return string(out), nil
 }
 
 // awaitMarker sends a marker packet and waits (up to limit) for the monitor to report that very packet.
@@ -313,16 +395,18 @@ func ParseXtables(lines []string, f trace.Flow) []trace.KernelEvent {
 }
 
 // ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
+// An event of a rule the monitor did not know (see unknownRule) that could not be resolved stays in, with
+// "unknown rule handle N" as its text: it is a rule the packet met, and dropping it would hide that.
 func ParseNft(lines []string, f trace.Flow) []trace.KernelEvent {
-	lines = ownPackets(lines, nftID, func(l string) bool {
-		return strings.Contains(l, " packet: ") && strings.Contains(l, fmt.Sprintf(" %s sport %d ", f.Proto, f.Sport)) &&
-			(!f.Src.IsValid() || strings.Contains(l, " ip saddr "+f.Src.String()+" "))
-	})
+	lines = ownPackets(lines, nftID, nftPacketOf(f))
 	var out []trace.KernelEvent
 	syn := false
 	packets := 0
 	for _, l := range lines {
 		m := nftTrace.FindStringSubmatch(l)
+		if u := unknownRule.FindStringSubmatch(l); u != nil {
+			m = []string{l, u[2], u[3], u[4], "rule", "unknown rule handle " + u[5] + u[6]}
+		}
 		if m == nil {
 			continue
 		}
@@ -374,12 +458,7 @@ var (
 // to IP forwarding), and each hook starts with a packet line that shows the addresses and ports. So an id is
 // ours when one of its packet lines shows our flow (its source port is ours until SNAT, which comes last).
 func ownPackets(lines []string, id *regexp.Regexp, ourPacket func(string) bool) []string {
-	ours := map[string]bool{}
-	for _, l := range lines {
-		if m := id.FindStringSubmatch(l); m != nil && ourPacket(l) {
-			ours[m[1]] = true
-		}
-	}
+	ours := ownIDs(lines, id, ourPacket)
 	var out []string
 	for _, l := range lines {
 		if m := id.FindStringSubmatch(l); m != nil && ours[m[1]] {
@@ -387,6 +466,25 @@ func ownPackets(lines []string, id *regexp.Regexp, ourPacket func(string) bool) 
 		}
 	}
 	return out
+}
+
+// ownIDs are the trace ids of our flow's packets (see ownPackets).
+func ownIDs(lines []string, id *regexp.Regexp, ourPacket func(string) bool) map[string]bool {
+	ours := map[string]bool{}
+	for _, l := range lines {
+		if m := id.FindStringSubmatch(l); m != nil && ourPacket(l) {
+			ours[m[1]] = true
+		}
+	}
+	return ours
+}
+
+// nftPacketOf says whether an `nft monitor trace` line is a packet line of flow f.
+func nftPacketOf(f trace.Flow) func(string) bool {
+	return func(l string) bool {
+		return strings.Contains(l, " packet: ") && strings.Contains(l, fmt.Sprintf(" %s sport %d ", f.Proto, f.Sport)) &&
+			(!f.Src.IsValid() || strings.Contains(l, " ip saddr "+f.Src.String()+" "))
+	}
 }
 
 // NormalizeNft makes nft rule text comparable between `nft list` and `nft monitor trace`: no counters, no
