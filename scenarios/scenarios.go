@@ -2,10 +2,15 @@
 package scenarios
 
 import (
-	_ "embed"
+	"embed"
 )
 
 // Web is the guide's web/nginx scenario: Deployment web, label app=web, container port 80, 3 replicas.
 //
 //go:embed web.yaml
 var Web []byte
+
+// Lessons are the scenarios k8sguide ships, one file per lesson.
+//
+//go:embed lessons
+var Lessons embed.FS

@@ -11,6 +11,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scenario"
+
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/connect"
+
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/deploy"
@@ -46,6 +50,8 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		get.NewCommand(streams),
 		deploy.NewCommand(streams),
 		scale.NewCommand(streams),
+		connect.NewCommand(streams),
+		scenario.NewCommand(streams),
 		nodeport.NewCommand(streams),
 		nodeip.NewCommand(streams),
 		execcmd.NewCommand(streams),

@@ -3,6 +3,7 @@ package deploy
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
@@ -25,8 +26,8 @@ type flags struct {
 func NewCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
-		Use:   "deploy [FILE]",
-		Short: "Deploy a scenario (default: the web/nginx Deployment, 3 replicas)",
+		Use:   "deploy [FILE|-]",
+		Short: "Apply a manifest of Deployments, Services and ConfigMaps (default: the guide's web/nginx Deployment, 3 replicas)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runE(cmd, f, streams, args)
@@ -41,10 +42,16 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	data, source := scenarios.Web, "scenario web"
 	if len(args) == 1 {
 		var err error
-		if data, err = os.ReadFile(args[0]); err != nil {
+		if args[0] == "-" {
+			data, err = io.ReadAll(streams.In)
+			source = "standard input"
+		} else {
+			data, err = os.ReadFile(args[0])
+			source = args[0]
+		}
+		if err != nil {
 			return err
 		}
-		source = args[0]
 	}
 	m, err := workload.ParseManifest(data)
 	if err != nil {

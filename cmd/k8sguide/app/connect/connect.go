@@ -1,0 +1,140 @@
+// Package connect implements `k8sguide connect`.
+package connect
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+)
+
+type flags struct {
+	Name     string
+	From     string
+	Node     string
+	Count    int
+	Parallel int
+	Output   string
+}
+
+// Result is `connect -o json`: where the connections went from and to, and what each did.
+type Result struct {
+	From        string             `json:"from"`
+	Node        string             `json:"node,omitempty"`
+	Dst         string             `json:"dst"`
+	Connections []trace.Connection `json:"connections"`
+}
+
+// NewCommand returns the connect command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "connect IP:PORT [--from client|node|pod/NAME] [--count N]",
+		Short: "Make real connections to an address from the client, a node or a pod, and see which pod answered each and the source it saw",
+		Example: `  k8sguide connect 172.18.0.4:30080 --count 10
+  k8sguide connect 10.96.0.10:80 --from pod/web-7d8f9c-abcde`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := render.ParseFormat(f.Output, render.Table, render.JSON)
+			if err != nil {
+				return err
+			}
+			if f.Count < 1 {
+				return fmt.Errorf("--count %d: make at least one connection", f.Count)
+			}
+			if f.Node != "" && f.From != "node" {
+				return fmt.Errorf("--node is where --from node connections start: give --from node")
+			}
+			p, err := providers.ForLab(f.Name)
+			if err != nil {
+				return err
+			}
+			node := f.Node
+			if node != "" {
+				st, err := p.Status(cmd.Context(), f.Name)
+				if err != nil {
+					return err
+				}
+				n, err := live.NodeOf(st, node)
+				if err != nil {
+					return err
+				}
+				node = n.Name
+			}
+			if f.Parallel < 1 {
+				return fmt.Errorf("--parallel %d: at least 1", f.Parallel)
+			}
+			conns, err := live.Connections(cmd.Context(), p, f.Name, f.From, node, args[0], f.Count, f.Parallel)
+			if err != nil {
+				return err
+			}
+			r := Result{From: orClient(f.From), Node: node, Dst: args[0], Connections: conns}
+			if format == render.JSON {
+				return render.WriteData(streams.Out, format, r)
+			}
+			return writeTable(streams, r)
+		},
+	}
+	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.From, "from", "client", "where the connections start: client, node (with --node) or pod/NAME")
+	cmd.Flags().StringVar(&f.Node, "node", "", "with --from node: the node")
+	cmd.Flags().IntVar(&f.Count, "count", 1, "connections to make")
+	cmd.Flags().IntVar(&f.Parallel, "parallel", 1, "connections under way at once (1: one after another, so each follows what the node remembers of the last, as with session affinity)")
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func orClient(from string) string {
+	if from == "" {
+		return "client"
+	}
+	return from
+}
+
+// writeTable prints a line per pod that answered (how many connections, the sources it saw) and one per error.
+func writeTable(streams lab.Streams, r Result) error {
+	type seen struct {
+		n       int
+		sources []string
+	}
+	pods := map[string]*seen{}
+	errs := map[string]int{}
+	answered := 0
+	for _, c := range r.Connections {
+		if !c.Answered {
+			errs[c.Error]++
+			continue
+		}
+		answered++
+		s := pods[c.Pod]
+		if s == nil {
+			s = &seen{}
+			pods[c.Pod] = s
+		}
+		s.n++
+		if !slices.Contains(s.sources, c.Client) {
+			s.sources = append(s.sources, c.Client)
+		}
+	}
+	fmt.Fprintf(streams.Out, "%d of %d connections to %s from %s answered\n", answered, len(r.Connections), r.Dst, strings.TrimSpace(r.From+" "+r.Node))
+	names := make([]string, 0, len(pods))
+	for n := range pods {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	rows := [][]string{}
+	for _, n := range names {
+		rows = append(rows, []string{n, fmt.Sprint(pods[n].n), strings.Join(pods[n].sources, ", ")})
+	}
+	for e, n := range errs {
+		rows = append(rows, []string{"(no answer)", fmt.Sprint(n), e})
+	}
+	return render.WriteTable(streams.Out, []string{"POD", "CONNECTIONS", "SOURCE THE POD SAW"}, rows)
+}

@@ -1,0 +1,401 @@
+package scenarios
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Schema is the JSON Schema of a scenario file, for editors (`k8sguide scenario schema`) and for Load.
+//
+//go:embed scenario.schema.json
+var Schema []byte
+
+// Dataplanes are the dataplanes a scenario may name, in the order a run takes them.
+var Dataplanes = []string{"iptables", "nftables", "ipvs", "ebpf"}
+
+// LineError is one thing wrong with a scenario file, at its line.
+type LineError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *LineError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Parse reads a scenario file's bytes: the JSON Schema first (unknown fields, wrong types, bad values, each with its
+// line), then what a schema cannot say (exactly one action per step, references to nodes, Services and Deployments
+// the scenario has, files beside it). files reads a file a step names (nil: steps may not name files). Every
+// problem found is in the error, one per line.
+func Parse(file string, data []byte, files func(name string) ([]byte, error)) (*Scenario, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &LineError{File: file, Msg: "empty file"}
+		}
+		return nil, &LineError{File: file, Line: yamlErrorLine(err), Msg: yamlErrorText(err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &LineError{File: file, Line: extra.Line, Msg: "one scenario per file: a second YAML document starts here"}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if errs := validateSchema(file, root); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s := &Scenario{File: file, files: files}
+	if err := root.Decode(s); err != nil {
+		// The schema and the types agree, so this is a value the schema lets through and the types refuse.
+		return nil, &LineError{File: file, Line: yamlErrorLine(err), Msg: yamlErrorText(err)}
+	}
+	steps := mapValue(root, "steps")
+	for i := range s.Steps {
+		if steps != nil && i < len(steps.Content) {
+			s.Steps[i].Line = steps.Content[i].Line
+		}
+	}
+	if errs := s.validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// LoadFile reads a scenario file; files a step names are read from its directory.
+func LoadFile(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	return Parse(path, data, func(name string) ([]byte, error) {
+		if filepath.IsAbs(name) || strings.HasPrefix(filepath.Clean(name), "..") {
+			return nil, fmt.Errorf("%s: a file beside the scenario, named relative to it", name)
+		}
+		return os.ReadFile(filepath.Join(dir, name))
+	})
+}
+
+var (
+	compiled     *jsonschema.Schema
+	compiledErr  error
+	compileOnce  sync.Once
+	printer      = message.NewPrinter(language.English)
+	yamlLineText = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
+)
+
+func schema() (*jsonschema.Schema, error) {
+	compileOnce.Do(func() {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
+		if err != nil {
+			compiledErr = err
+			return
+		}
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		const url = "https://k8sguide.io/schemas/scenario-v1alpha1.json"
+		if compiledErr = c.AddResource(url, doc); compiledErr == nil {
+			compiled, compiledErr = c.Compile(url)
+		}
+	})
+	return compiled, compiledErr
+}
+
+// validateSchema checks the document against Schema; each error carries the line of the value it is about.
+func validateSchema(file string, root *yaml.Node) []error {
+	sch, err := schema()
+	if err != nil {
+		return []error{fmt.Errorf("the scenario schema: %v", err)}
+	}
+	inst, err := toJSONValue(root)
+	if err != nil {
+		return []error{&LineError{File: file, Line: root.Line, Msg: err.Error()}}
+	}
+	err = sch.Validate(inst)
+	var ve *jsonschema.ValidationError
+	if err == nil || !errors.As(err, &ve) {
+		if err != nil {
+			return []error{err}
+		}
+		return nil
+	}
+	var out []error
+	seen := map[string]bool{}
+	for _, leaf := range leaves(ve) {
+		line := lineOf(root, leaf)
+		msg := leaf.ErrorKind.LocalizedString(printer)
+		if loc := strings.Join(leaf.InstanceLocation, "."); loc != "" {
+			msg = loc + ": " + msg
+		}
+		key := fmt.Sprint(line, msg)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, &LineError{File: file, Line: line, Msg: msg})
+	}
+	slices.SortStableFunc(out, func(a, b error) int { return a.(*LineError).Line - b.(*LineError).Line })
+	return out
+}
+
+// leaves are the specific complaints: the errors with no causes. Of an anyOf whose branches all failed, the
+// branches that got inside the value speak (an object is told what is wrong inside it, not that it is no
+// string); when none did, one line names what each branch wanted.
+func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(e.Causes) == 0 {
+		return []*jsonschema.ValidationError{e}
+	}
+	if _, ok := e.ErrorKind.(*kind.AnyOf); ok {
+		var inside []*jsonschema.ValidationError
+		var wants []string
+		for _, c := range e.Causes {
+			for _, l := range leaves(c) {
+				if len(l.InstanceLocation) > len(e.InstanceLocation) {
+					inside = append(inside, l)
+				} else {
+					wants = append(wants, l.ErrorKind.LocalizedString(printer))
+				}
+			}
+		}
+		if len(inside) > 0 {
+			return inside
+		}
+		return []*jsonschema.ValidationError{{InstanceLocation: e.InstanceLocation, ErrorKind: &either{wants}}}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range e.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
+
+// either is the complaint about a value that fits none of an anyOf's forms.
+type either struct{ wants []string }
+
+func (e *either) KeywordPath() []string { return []string{"anyOf"} }
+func (e *either) LocalizedString(*message.Printer) string {
+	return "none of its forms fits: " + strings.Join(e.wants, "; or ")
+}
+
+// nodeAt is the YAML node at a JSON Schema instance location (the closest existing node above it).
+func nodeAt(n *yaml.Node, loc []string) *yaml.Node {
+	for _, tok := range loc {
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			if k := keyNode(n, tok); k != nil {
+				next = mapValue(n, tok)
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i < len(n.Content) {
+				next = n.Content[i]
+			}
+		}
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+// lineOf is the line a schema complaint is about: the first unknown field's own line for "additional
+// properties", else the value's.
+func lineOf(root *yaml.Node, leaf *jsonschema.ValidationError) int {
+	n := nodeAt(root, leaf.InstanceLocation)
+	if ap, ok := leaf.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) > 0 {
+		if k := keyNode(n, ap.Properties[0]); k != nil {
+			return k.Line
+		}
+	}
+	return n.Line
+}
+
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+// toJSONValue turns a YAML node into the value encoding/json would make of the same document.
+func toJSONValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return toJSONValue(n.Content[0])
+	case yaml.AliasNode:
+		return toJSONValue(n.Alias)
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: a key must be a plain word", k.Line)
+			}
+			if _, dup := m[k.Value]; dup {
+				return nil, fmt.Errorf("line %d: %s is given twice", k.Line, k.Value)
+			}
+			v, err := toJSONValue(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = v
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := toJSONValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	switch x := v.(type) {
+	case int:
+		return json.Number(strconv.Itoa(x)), nil
+	case uint64:
+		return json.Number(strconv.FormatUint(x, 10)), nil
+	case float64:
+		return json.Number(strconv.FormatFloat(x, 'g', -1, 64)), nil
+	}
+	return v, nil
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func yamlErrorLine(err error) int {
+	if m := yamlLineText.FindStringSubmatch(strings.TrimSpace(err.Error())); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		// go-yaml counts lines from 1 for its scanner's errors but, for its parser's, prints the 0-based line
+		// where the construct began (parser.fail adds 1 for scanner errors only); these are the parser's.
+		if slices.Contains(yamlParserProblems, m[2]) {
+			n++
+		}
+		return n
+	}
+	return 0
+}
+
+var yamlParserProblems = []string{
+	"did not find expected <document start>", "did not find expected node content", "did not find expected key",
+	"did not find expected '-' indicator", "did not find expected ',' or ']'", "did not find expected ',' or '}'",
+}
+
+func yamlErrorText(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if m := yamlLineText.FindStringSubmatch(s); m != nil {
+		return m[2]
+	}
+	return strings.TrimPrefix(s, "yaml: ")
+}
+
+// Builtin are the scenarios k8sguide ships (Lessons), by name.
+func Builtin() ([]*Scenario, error) {
+	entries, err := fs.ReadDir(Lessons, "lessons")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Scenario
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		s, err := loadBuiltin(e.Name())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Scenario) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	return out, errors.Join(errs...)
+}
+
+func loadBuiltin(file string) (*Scenario, error) {
+	data, err := fs.ReadFile(Lessons, path.Join("lessons", file))
+	if err != nil {
+		return nil, err
+	}
+	return Parse("builtin/"+file, data, func(name string) ([]byte, error) {
+		return fs.ReadFile(Lessons, path.Join("lessons", path.Clean(name)))
+	})
+}
+
+// Find is a shipped scenario by name, or a scenario file by path (a name with a '/' or ending in .yaml).
+func Find(nameOrFile string) (*Scenario, error) {
+	if strings.ContainsRune(nameOrFile, '/') || strings.HasSuffix(nameOrFile, ".yaml") || strings.HasSuffix(nameOrFile, ".yml") {
+		return LoadFile(nameOrFile)
+	}
+	all, err := Builtin()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range all {
+		if s.Metadata.Name == nameOrFile {
+			return s, nil
+		}
+		names = append(names, s.Metadata.Name)
+	}
+	return nil, fmt.Errorf("no scenario %q: k8sguide ships %s (or give a file: ./my-lesson.yaml)", nameOrFile, strings.Join(names, ", "))
+}
+
+// Source is a scenario's file as written.
+func Source(s *Scenario) ([]byte, error) {
+	if name, ok := strings.CutPrefix(s.File, "builtin/"); ok {
+		return fs.ReadFile(Lessons, path.Join("lessons", name))
+	}
+	return os.ReadFile(s.File)
+}
