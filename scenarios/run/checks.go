@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/netip"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/scenarios"
 )
 
@@ -409,14 +411,35 @@ func (c *cellRun) check(ctx context.Context, i int, st *scenarios.Step) (ch Chec
 	return ch
 }
 
-// run runs a check's command, recording it and its output.
-func (c *cellRun) run(ctx context.Context, ch *Check, args ...string) (string, error) {
+// run runs a check's command, recording it and its output. Explaining, it shows the command as a student would
+// type it (without -o json) and, through show, what that command prints (the same renderers).
+func (c *cellRun) run(ctx context.Context, ch *Check, show func(out string, w io.Writer) error, args ...string) (string, error) {
 	ch.Command = append([]string{"k8sguide"}, args...)
-	c.explainCommand(args)
+	c.explainCommand(withoutJSON(args))
 	out, err := c.k8sguide(ctx, args...)
 	ch.Output = out
-	c.explainOutput(out, err)
+	if c.o.Explain != nil {
+		if err == nil && show != nil {
+			if serr := show(out, c.o.Explain.Out); serr != nil {
+				fmt.Fprint(c.o.Explain.Out, out)
+			}
+		} else {
+			c.explainOutput(out, err)
+		}
+	}
 	return out, err
+}
+
+func withoutJSON(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-o" && i+1 < len(args) && args[i+1] == "json" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // serviceOf is the Service a check's address names (by reference), "" when none.
@@ -533,7 +556,13 @@ func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *C
 		parallel = "1"
 	}
 	args := append([]string{"connect", to, "--count", strconv.Itoa(count), "--parallel", parallel, "-o", "json", "--name", c.lab}, from.args...)
-	out, err := c.run(ctx, ch, args...)
+	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
+		var r ConnectOutput
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			return err
+		}
+		return render.Connections(w, r.From, r.Dst, r.Connections)
+	}, args...)
 	if err != nil {
 		return err
 	}
@@ -594,7 +623,20 @@ func (c *cellRun) checkTrace(ctx context.Context, tc *scenarios.TraceCheck, ch *
 	if err != nil {
 		return err
 	}
-	out, err := c.run(ctx, ch, args...)
+	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
+		if tc.Verify {
+			var v trace.Verification
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				return err
+			}
+			return render.Verification(w, &v, render.TraceOptions{})
+		}
+		var t trace.Trace
+		if err := json.Unmarshal([]byte(out), &t); err != nil {
+			return err
+		}
+		return render.Trace(w, &t, render.TraceOptions{})
+	}, args...)
 	if err != nil && !(tc.Verify && out != "") {
 		return err
 	}
@@ -628,7 +670,22 @@ func (c *cellRun) checkObject(ctx context.Context, oc *scenarios.ObjectCheck, ch
 	if oc.Namespace != "" {
 		args = append(args, "-n", oc.Namespace)
 	}
-	out, err := c.run(ctx, ch, args...)
+	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
+		var obj any
+		if err := json.Unmarshal([]byte(out), &obj); err != nil {
+			return err
+		}
+		jp := jsonpath.New("path")
+		if err := jp.Parse(oc.Path); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: ", oc.Path)
+		if err := jp.Execute(w, obj); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		return nil
+	}, args...)
 	if err != nil {
 		return err
 	}
@@ -640,7 +697,7 @@ func (c *cellRun) checkObject(ctx context.Context, oc *scenarios.ObjectCheck, ch
 // checkRefusal runs an expose step that must be refused.
 func (c *cellRun) checkRefusal(ctx context.Context, e *scenarios.Expose, ch *Check) error {
 	defer c.labs.forget()
-	_, err := c.run(ctx, ch, exposeArgs(c.lab, e)...)
+	_, err := c.run(ctx, ch, nil, exposeArgs(c.lab, e)...)
 	switch {
 	case err == nil:
 		ch.Mismatches = []Mismatch{{What: "refusal", Expected: "refused: " + strconv.Quote(e.ExpectError), Actual: "the Service was created"}}

@@ -225,13 +225,16 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 			break
 		}
 		c.say("step %d: %s", i+1, st.Title())
-		if st.Explain != "" && o.Explain != nil {
+		if o.Explain != nil {
 			fmt.Fprintf(o.Explain.Out, "\n── step %d: %s\n", i+1, st.Title())
 		}
 		if st.IsCheck() {
 			ch := c.check(ctx, i, st)
 			cell.Checks = append(cell.Checks, ch)
 			c.say("  %s%s", ch.Status, suffix(ch))
+			if o.Explain != nil {
+				fmt.Fprintf(o.Explain.Out, "\n   check: %s%s\n", ch.Status, suffix(ch))
+			}
 			switch ch.Status {
 			case Fail:
 				failed = true

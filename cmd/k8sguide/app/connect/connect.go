@@ -3,8 +3,6 @@ package connect
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +77,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if format == render.JSON {
 				return render.WriteData(streams.Out, format, r)
 			}
-			return writeTable(streams, r)
+			return render.Connections(streams.Out, r.From+" "+r.Node, r.Dst, r.Connections)
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
@@ -96,45 +94,4 @@ func orClient(from string) string {
 		return "client"
 	}
 	return from
-}
-
-// writeTable prints a line per pod that answered (how many connections, the sources it saw) and one per error.
-func writeTable(streams lab.Streams, r Result) error {
-	type seen struct {
-		n       int
-		sources []string
-	}
-	pods := map[string]*seen{}
-	errs := map[string]int{}
-	answered := 0
-	for _, c := range r.Connections {
-		if !c.Answered {
-			errs[c.Error]++
-			continue
-		}
-		answered++
-		s := pods[c.Pod]
-		if s == nil {
-			s = &seen{}
-			pods[c.Pod] = s
-		}
-		s.n++
-		if !slices.Contains(s.sources, c.Client) {
-			s.sources = append(s.sources, c.Client)
-		}
-	}
-	fmt.Fprintf(streams.Out, "%d of %d connections to %s from %s answered\n", answered, len(r.Connections), r.Dst, strings.TrimSpace(r.From+" "+r.Node))
-	names := make([]string, 0, len(pods))
-	for n := range pods {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	rows := [][]string{}
-	for _, n := range names {
-		rows = append(rows, []string{n, fmt.Sprint(pods[n].n), strings.Join(pods[n].sources, ", ")})
-	}
-	for e, n := range errs {
-		rows = append(rows, []string{"(no answer)", fmt.Sprint(n), e})
-	}
-	return render.WriteTable(streams.Out, []string{"POD", "CONNECTIONS", "SOURCE THE POD SAW"}, rows)
 }
