@@ -61,10 +61,11 @@ func (r *Report) Matrix(w io.Writer) error {
 				}
 			}
 			if ch.Status == Known {
-				reasons = append(reasons, fmt.Sprintf("%s on %s, step %d %q FAILS, as known: %s (%s: expected %s, got %s)", c.Scenario, c.Dataplane, ch.Step, ch.Title, ch.KnownFailure, ch.Mismatches[0].What, ch.Mismatches[0].Expected, ch.Mismatches[0].Actual))
+				m := ch.Mismatches[0]
+				reasons = append(reasons, fmt.Sprintf("%s on %s, step %d %q FAILS, as known:\n    %s\n    (%s: expected %s, got %s)", c.Scenario, c.Dataplane, ch.Step, ch.Title, ch.KnownFailure, m.What, m.Expected, m.Actual))
 			}
 			if ch.Differs != "" && ch.Status == Pass {
-				reasons = append(reasons, fmt.Sprintf("%s on %s, step %d %q: %s", c.Scenario, c.Dataplane, ch.Step, ch.Title, ch.Differs))
+				reasons = append(reasons, fmt.Sprintf("%s on %s, step %d %q:\n    %s", c.Scenario, c.Dataplane, ch.Step, ch.Title, ch.Differs))
 			}
 		}
 		if c.Kept {
@@ -78,7 +79,8 @@ func (r *Report) Matrix(w io.Writer) error {
 		}
 	}
 	if len(reasons) > 0 {
-		fmt.Fprintln(w, "\nExpected differences (pass*: the dataplane met its own expectation) and known failures (known P/N: P of N checks passed, the others fail as the scenario says they do today):")
+		fmt.Fprintln(w, "\nExpected differences (pass*: the dataplane met its own expectation) and known failures")
+		fmt.Fprintln(w, "(known P/N: P of N checks passed; the others fail, as the scenario says they do today):")
 		for _, d := range reasons {
 			fmt.Fprintln(w, "  "+d)
 		}
