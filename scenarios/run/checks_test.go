@@ -173,3 +173,37 @@ func TestJUnitReadsBack(t *testing.T) {
 		t.Errorf("exit code %d, want 2", r.ExitCode())
 	}
 }
+
+// TestMatrix prints a report of every kind of cell, and the lines that say why.
+func TestMatrix(t *testing.T) {
+	r := run.Report{Cells: []run.Cell{
+		{Scenario: "a", Dataplane: "iptables", Status: run.Pass, Checks: []run.Check{{Status: run.Pass}}},
+		{Scenario: "a", Dataplane: "ipvs", Status: run.Pass, Checks: []run.Check{{Step: 2, Title: "t", Status: run.Pass, Differs: "rr takes turns"}}},
+		{Scenario: "a", Dataplane: "ebpf", Status: run.Pass, Checks: []run.Check{{Status: run.Pass}, {Step: 3, Title: "k", Status: run.Known, KnownFailure: "no bpf_lxc", Mismatches: []run.Mismatch{{What: "verdict", Expected: "delivered", Actual: "dropped"}}}}},
+		{Scenario: "b", Dataplane: "iptables", File: "b.yaml", Status: run.Fail, Checks: []run.Check{{Status: run.Pass}, {Step: 4, Line: 20, Title: "f", Status: run.Fail, Mismatches: []run.Mismatch{{What: "answered", Expected: "all (3 of 3)", Actual: "0 of 3"}}}}},
+		{Scenario: "b", Dataplane: "ebpf", Status: run.Error, Error: "the lab could not be made: boom"},
+	}}
+	var buf bytes.Buffer
+	if err := r.Matrix(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	for _, want := range []string{
+		"SCENARIO  IPTABLES        IPVS            EBPF",
+		"a         pass            pass*           known 1/2",
+		"b         FAIL 1/2        -               ERROR",
+		"b on iptables, step 4 (b.yaml:20) \"f\": answered\n    expected all (3 of 3)\n    got      0 of 3",
+		"b on ebpf: the lab could not be made: boom",
+		"a on ipvs, step 2 \"t\":\n    rr takes turns",
+		"a on ebpf, step 3 \"k\" FAILS, as known:\n    no bpf_lxc\n    (verdict: expected delivered, got dropped)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the matrix lacks %q:\n%s", want, got)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if len(l) > 100 {
+			t.Errorf("a line wider than 100 columns: %q", l)
+		}
+	}
+}
