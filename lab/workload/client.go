@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -144,7 +145,7 @@ func (w *workloads) waitRollout(ctx context.Context, namespace, name string) err
 			return fmt.Errorf("deployment %s: %s", name, msg)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("deployment %s: %d of %d replicas ready after %v", name, s.AvailableReplicas, want, w.rollout)
+			return fmt.Errorf("deployment %s: %d of %d replicas ready after %v%s", name, s.AvailableReplicas, want, w.rollout, w.notReady(ctx, d))
 		}
 		select {
 		case <-ctx.Done():
@@ -152,6 +153,47 @@ func (w *workloads) waitRollout(ctx context.Context, namespace, name string) err
 		case <-time.After(w.poll):
 		}
 	}
+}
+
+// notReady says, for a rollout that timed out, where each pod of d that is not ready stands: its node, phase and
+// the kubelet's last word on its readiness (": not ready: web-… on NODE: Running, ContainersNotReady …").
+func (w *workloads) notReady(ctx context.Context, d *appsv1.Deployment) string {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return ""
+	}
+	pods, err := w.cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range pods.Items {
+		ready := false
+		why := string(p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady {
+				ready = c.Status == v1.ConditionTrue
+				if c.Reason != "" || c.Message != "" {
+					why += ", " + strings.TrimSpace(c.Reason+" "+c.Message)
+				}
+			}
+			if c.Type == v1.PodScheduled && c.Status != v1.ConditionTrue {
+				why += ", unscheduled: " + c.Message
+			}
+		}
+		if ready || p.DeletionTimestamp != nil {
+			continue
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "no node"
+		}
+		out = append(out, fmt.Sprintf("%s on %s: %s", p.Name, node, why))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; not ready: " + strings.Join(out, "; ")
 }
 
 // podTrouble names the first pod of d that cannot start for a reason waiting will not fix.
