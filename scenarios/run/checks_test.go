@@ -182,6 +182,7 @@ func TestMatrix(t *testing.T) {
 		{Scenario: "a", Dataplane: "ebpf", Status: run.Pass, Checks: []run.Check{{Status: run.Pass}, {Step: 3, Title: "k", Status: run.Known, KnownFailure: "no bpf_lxc", Mismatches: []run.Mismatch{{What: "verdict", Expected: "delivered", Actual: "dropped"}}}}},
 		{Scenario: "b", Dataplane: "iptables", File: "b.yaml", Status: run.Fail, Checks: []run.Check{{Status: run.Pass}, {Step: 4, Line: 20, Title: "f", Status: run.Fail, Mismatches: []run.Mismatch{{What: "answered", Expected: "all (3 of 3)", Actual: "0 of 3"}}}}},
 		{Scenario: "b", Dataplane: "ebpf", Status: run.Error, Error: "the lab could not be made: boom"},
+		{Scenario: "c", Dataplane: "iptables", Status: run.Pass, Retried: "step 1 (line 9) deploy: 2 of 3 replicas ready", Checks: []run.Check{{Status: run.Pass}}},
 	}}
 	var buf bytes.Buffer
 	if err := r.Matrix(&buf); err != nil {
@@ -194,6 +195,8 @@ func TestMatrix(t *testing.T) {
 		"b         FAIL 1/2        -               ERROR",
 		"b on iptables, step 4 (b.yaml:20) \"f\": answered\n    expected all (3 of 3)\n    got      0 of 3",
 		"b on ebpf: the lab could not be made: boom",
+		"c         pass (2nd)",
+		"c on iptables: run twice: the first time, step 1 (line 9) deploy: 2 of 3 replicas ready",
 		"a on ipvs, step 2 \"t\":\n    rr takes turns",
 		"a on ebpf, step 3 \"k\" FAILS, as known:\n    no bpf_lxc\n    (verdict: expected delivered, got dropped)",
 	} {

@@ -68,12 +68,15 @@ func (r *Report) Matrix(w io.Writer) error {
 				reasons = append(reasons, fmt.Sprintf("%s on %s, step %d %q:\n    %s", c.Scenario, c.Dataplane, ch.Step, ch.Title, ch.Differs))
 			}
 		}
+		if c.Retried != "" {
+			details = append(details, fmt.Sprintf("%s on %s: run twice: the first time, %s", c.Scenario, c.Dataplane, c.Retried))
+		}
 		if c.Kept {
 			details = append(details, fmt.Sprintf("%s on %s: lab %s kept (k8sguide down --name %s)", c.Scenario, c.Dataplane, c.Lab, c.Lab))
 		}
 	}
 	if len(details) > 0 {
-		fmt.Fprintln(w, "\nNot passed:")
+		fmt.Fprintln(w, "\nNot passed, or not at the first try:")
 		for _, d := range details {
 			fmt.Fprintln(w, "  "+d)
 		}
@@ -112,19 +115,23 @@ func cellText(c *Cell) string {
 			known++
 		}
 	}
+	mark := ""
+	if c.Retried != "" {
+		mark = " (2nd)"
+	}
 	switch c.Status {
 	case Pass:
 		if known > 0 {
-			return fmt.Sprintf("known %d/%d", passed, len(c.Checks))
+			return fmt.Sprintf("known %d/%d%s", passed, len(c.Checks), mark)
 		}
 		if differs {
-			return "pass*"
+			return "pass*" + mark
 		}
-		return "pass"
+		return "pass" + mark
 	case Fail:
-		return fmt.Sprintf("FAIL %d/%d", passed, len(c.Checks))
+		return fmt.Sprintf("FAIL %d/%d%s", passed, len(c.Checks), mark)
 	}
-	return "ERROR"
+	return "ERROR" + mark
 }
 
 // JUnit is the run as JUnit XML: a testsuite per scenario × dataplane, a testcase per check (with the command and
@@ -138,6 +145,9 @@ func (r *Report) JUnit() junit.Testsuites {
 		s.AddProperty("dataplane", c.Dataplane)
 		s.AddProperty("file", c.File)
 		s.AddProperty("lab", c.Lab)
+		if c.Retried != "" {
+			s.AddProperty("retried", c.Retried)
+		}
 		for _, ch := range c.Checks {
 			tc := junit.Testcase{Name: fmt.Sprintf("step %d: %s", ch.Step, ch.Title), Classname: c.Scenario + "." + c.Dataplane, Time: seconds(ch.Seconds)}
 			var out strings.Builder

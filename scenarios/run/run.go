@@ -85,16 +85,21 @@ type Check struct {
 
 // Cell is one scenario run on one dataplane.
 type Cell struct {
-	Scenario  string  `json:"scenario"`
-	File      string  `json:"file"`
-	Dataplane string  `json:"dataplane"`
-	Lab       string  `json:"lab"`
-	Status    string  `json:"status"`
-	Error     string  `json:"error,omitempty"` // why the lab or a step could not run
-	Kept      bool    `json:"kept,omitempty"`  // the lab was left up
-	Checks    []Check `json:"checks"`
-	Started   time.Time
-	Seconds   float64 `json:"seconds"`
+	Scenario  string `json:"scenario"`
+	File      string `json:"file"`
+	Dataplane string `json:"dataplane"`
+	Lab       string `json:"lab"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"` // why the lab or a step could not run
+	Kept      bool   `json:"kept,omitempty"`  // the lab was left up
+	// Retried is why the cell ran a second time: its lab could not be made, or an action step could not run
+	// (a pod that never got ready), the first time. A check that fails is never retried.
+	Retried string  `json:"retried,omitempty"`
+	Checks  []Check `json:"checks"`
+	Started time.Time
+	Seconds float64 `json:"seconds"`
+
+	failedCheck bool // a check failed before the step that could not run
 }
 
 // Report is a whole run.
@@ -145,7 +150,13 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r.Cells[j.i] = runCell(ctx, j.s, j.dp, o)
+			cell := runCell(ctx, j.s, j.dp, o)
+			if cell.Status == Error && !cell.failedCheck && ctx.Err() == nil && !cell.Kept && !strings.HasPrefix(cell.Error, labExists) {
+				first := cell.Error
+				cell = runCell(ctx, j.s, j.dp, o)
+				cell.Retried = first
+			}
+			r.Cells[j.i] = cell
 		}()
 	}
 	wg.Wait()
@@ -160,6 +171,8 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+const labExists = "a lab named"
 
 // LabName is the lab a scenario runs in on a dataplane: a lab name is a short DNS label.
 func LabName(prefix, scenario, dataplane string) string {
@@ -202,7 +215,7 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 	defer func() { cell.Seconds = time.Since(start).Seconds() }()
 
 	if _, err := c.k8sguide(ctx, "get", "nodes", "-o", "json", "--name", c.lab); err == nil {
-		cell.Status, cell.Error = Error, fmt.Sprintf("a lab named %s is up already: take it down (k8sguide down --name %s) or run with --lab-prefix", c.lab, c.lab)
+		cell.Status, cell.Error = Error, fmt.Sprintf("%s %s is up already: take it down (k8sguide down --name %s) or run with --lab-prefix", labExists, c.lab, c.lab)
 		return cell
 	}
 	c.say("up: lab %s", c.lab)
@@ -265,6 +278,7 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 			}
 		}
 	}
+	cell.failedCheck = failed
 	if o.Keep || (o.KeepOnFailure && (failed || cell.Status == Error)) {
 		cell.Kept = true
 		c.say("kept: lab %s (k8sguide down --name %s)", c.lab, c.lab)
