@@ -103,8 +103,8 @@ node-ip-3:
 test:
 	go test -count=1 -timeout 60m ./...
 
-# The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI. The netns
-# lab's IPVS needs the kernel's ip_vs, which CI checks in its VM (see the tests), so it is not in the default list.
+# The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI. (IPVS: this
+# kernel has no ip_vs; the IPVS test VM does not run the lessons yet.)
 SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
 JUNIT ?= junit-scenarios.xml
 scenarios: build
