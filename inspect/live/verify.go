@@ -187,19 +187,8 @@ func verifySource(req tracer.Request, name, node string) (tracer.Request, string
 		return req, "", fmt.Errorf("--verify sends the packet from the --from place's own address: leave out --src")
 	}
 	req.Sport = uint16(40000 + rand.IntN(20000))
-	switch from := req.From; {
-	case from == "" || from == "client":
-		return req, lab.ClientName(name), nil
-	case from == "node":
-		return req, node, nil
-	case strings.HasPrefix(from, "pod/"):
-		pod := strings.TrimPrefix(from, "pod/")
-		if i := strings.IndexByte(pod, '/'); i >= 0 {
-			pod = pod[i+1:]
-		}
-		return req, pod, nil
-	}
-	return req, "", fmt.Errorf("--from %q: want client, node or pod/NAME", req.From)
+	where, err := placeOf(name, req.From, node)
+	return req, where, err
 }
 
 func connect(ctx context.Context, p lab.Provider, name, where, dst string, sport int) trace.Connection {
