@@ -114,10 +114,10 @@ type Connect struct {
 	// that node).
 	From string `yaml:"from,omitempty" json:"from,omitempty"`
 	// To is IP:PORT, usually by reference: "${node.worker2}:${service.web.nodePort}".
-	To         string                    `yaml:"to" json:"to"`
-	Count      int                       `yaml:"count,omitempty" json:"count,omitempty"`
-	Expect     ConnectExpect             `yaml:"expect" json:"expect"`
-	Dataplanes map[string]ConnectDiffers `yaml:"dataplanes,omitempty" json:"dataplanes,omitempty"`
+	To         string                            `yaml:"to" json:"to"`
+	Count      int                               `yaml:"count,omitempty" json:"count,omitempty"`
+	Expect     ConnectExpect                     `yaml:"expect" json:"expect"`
+	Dataplanes map[string]Differs[ConnectExpect] `yaml:"dataplanes,omitempty" json:"dataplanes,omitempty"`
 }
 
 // ConnectExpect is what the connections must show; a field left out is not checked.
@@ -132,13 +132,26 @@ type ConnectExpect struct {
 	Source string `yaml:"source,omitempty" json:"source,omitempty"`
 }
 
-// ConnectDiffers is a dataplane's own expectation, where dataplanes legitimately differ (Expect, with the
+// Differs is a dataplane's own expectation E of a check, where dataplanes legitimately differ (Expect, with the
 // Reason the report prints), or a failure known today (Known: why it fails; the check still runs, and passing
 // it is then reported, so the file gets updated).
-type ConnectDiffers struct {
-	Expect *ConnectExpect `yaml:"expect,omitempty" json:"expect,omitempty"`
-	Reason string         `yaml:"reason,omitempty" json:"reason,omitempty"`
-	Known  string         `yaml:"known,omitempty" json:"known,omitempty"`
+type Differs[E any] struct {
+	Expect *E     `yaml:"expect,omitempty" json:"expect,omitempty"`
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Known  string `yaml:"known,omitempty" json:"known,omitempty"`
+}
+
+// ForDataplane is the expectation a check holds dataplane dp to: its own, with the reason, where the scenario
+// gives one, else base; and why it fails there today, where the scenario says it does.
+func ForDataplane[E any](base E, dataplanes map[string]Differs[E], dp string) (want E, reason, known string) {
+	d, ok := dataplanes[dp]
+	if !ok {
+		return base, "", ""
+	}
+	if d.Expect != nil {
+		return *d.Expect, d.Reason, d.Known
+	}
+	return base, "", d.Known
 }
 
 // TraceCheck traces a packet (as `k8sguide trace`) and checks the prediction, and with Verify the kernel's
@@ -154,8 +167,8 @@ type TraceCheck struct {
 	Proto  string `yaml:"proto,omitempty" json:"proto,omitempty"`
 	Verify bool   `yaml:"verify,omitempty" json:"verify,omitempty"`
 
-	Expect     TraceExpect             `yaml:"expect" json:"expect"`
-	Dataplanes map[string]TraceDiffers `yaml:"dataplanes,omitempty" json:"dataplanes,omitempty"`
+	Expect     TraceExpect                     `yaml:"expect" json:"expect"`
+	Dataplanes map[string]Differs[TraceExpect] `yaml:"dataplanes,omitempty" json:"dataplanes,omitempty"`
 }
 
 // TraceExpect is what the trace must say; a field left out is not checked.
@@ -173,13 +186,6 @@ type TraceExpect struct {
 	Notes []string `yaml:"notes,omitempty" json:"notes,omitempty"`
 	// Verify: agree (with verify: true, the kernel took a predicted path).
 	Verify string `yaml:"verify,omitempty" json:"verify,omitempty"`
-}
-
-// TraceDiffers is a dataplane's own expectation of a trace, or a known failure (see ConnectDiffers).
-type TraceDiffers struct {
-	Expect *TraceExpect `yaml:"expect,omitempty" json:"expect,omitempty"`
-	Reason string       `yaml:"reason,omitempty" json:"reason,omitempty"`
-	Known  string       `yaml:"known,omitempty" json:"known,omitempty"`
 }
 
 // ObjectCheck reads one field of a Kubernetes object.

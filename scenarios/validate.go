@@ -2,9 +2,11 @@ package scenarios
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -143,26 +145,19 @@ func (st *Step) Title() string {
 	case "scale":
 		return fmt.Sprintf("scale %s to %d", st.Scale.Deployment, st.Scale.Replicas)
 	case "expose":
-		return "expose " + orDefault(st.Expose.Deployment, "web")
+		return "expose " + cmp.Or(st.Expose.Deployment, "web")
 	case "delete":
 		return "delete " + st.Delete.Kind + "/" + st.Delete.Name
 	case "wait":
 		return fmt.Sprintf("wait %ds", st.Wait.Seconds)
 	case "connect":
-		return "connect " + orDefault(st.Connect.From, "client") + " -> " + st.Connect.To
+		return "connect " + cmp.Or(st.Connect.From, "client") + " -> " + st.Connect.To
 	case "trace":
-		return "trace " + orDefault(st.Trace.From, "client") + " -> " + st.Trace.Dst
+		return "trace " + cmp.Or(st.Trace.From, "client") + " -> " + st.Trace.Dst
 	case "object":
 		return "object " + st.Object.Get + " " + st.Object.Path
 	}
 	return "step"
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // validate checks what the schema cannot: one action per step, references, the files steps name.
@@ -195,7 +190,7 @@ func (s *Scenario) validate() []error {
 			}
 		case "expose":
 			if st.Expose.ExpectError == "" {
-				services[orDefault(st.Expose.Service, orDefault(st.Expose.Deployment, "web"))] = true
+				services[cmp.Or(st.Expose.Service, cmp.Or(st.Expose.Deployment, "web"))] = true
 			}
 		}
 	}
@@ -236,10 +231,13 @@ func (s *Scenario) validate() []error {
 			}
 		}
 	}
-	checkDataplanes := func(line int, keys []string) {
+	checkDataplanes := func(line int, keys []string, knownAlone func(dp string) bool) {
 		for _, d := range keys {
 			if !slices.Contains(dataplanes, d) {
 				bad(line, "dataplanes: %s: the scenario runs on %s only", d, strings.Join(dataplanes, ", "))
+			}
+			if !knownAlone(d) {
+				bad(line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", d)
 			}
 		}
 	}
@@ -252,7 +250,7 @@ func (s *Scenario) validate() []error {
 				bad(st.Line, "scale: no step deploys %s", st.Scale.Deployment)
 			}
 		case "expose":
-			if d := orDefault(st.Expose.Deployment, "web"); !deployments[d] {
+			if d := cmp.Or(st.Expose.Deployment, "web"); !deployments[d] {
 				bad(st.Line, "expose: no step deploys %s", d)
 			}
 		case "connect":
@@ -261,16 +259,13 @@ func (s *Scenario) validate() []error {
 			checkText(st.Line, "to", c.To)
 			checkText(st.Line, "expect.source", c.Expect.Source)
 			checkNodes(st.Line, "expect.pods", c.Expect.Pods)
-			for dp, d := range c.Dataplanes {
-				if d.Known != "" && (d.Expect != nil || d.Reason != "") {
-					bad(st.Line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", dp)
-				}
+			for _, d := range c.Dataplanes {
 				if d.Expect != nil {
 					checkText(st.Line, "expect.source", d.Expect.Source)
 					checkNodes(st.Line, "expect.pods", d.Expect.Pods)
 				}
 			}
-			checkDataplanes(st.Line, mapKeys(c.Dataplanes))
+			checkDataplanes(st.Line, slices.Sorted(maps.Keys(c.Dataplanes)), func(dp string) bool { return knownAlone(c.Dataplanes[dp]) })
 		case "trace":
 			t := st.Trace
 			checkPlace(st.Line, t.From)
@@ -292,15 +287,12 @@ func (s *Scenario) validate() []error {
 				}
 			}
 			checkTraceSet(t.Expect.Endpoints)
-			for dp, d := range t.Dataplanes {
-				if d.Known != "" && (d.Expect != nil || d.Reason != "") {
-					bad(st.Line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", dp)
-				}
+			for _, d := range t.Dataplanes {
 				if d.Expect != nil {
 					checkTraceSet(d.Expect.Endpoints)
 				}
 			}
-			checkDataplanes(st.Line, mapKeys(t.Dataplanes))
+			checkDataplanes(st.Line, slices.Sorted(maps.Keys(t.Dataplanes)), func(dp string) bool { return knownAlone(t.Dataplanes[dp]) })
 		case "object":
 			if b := st.Object.Expect.Between; len(b) == 2 && b[0] > b[1] {
 				bad(st.Line, "expect.between: %d > %d", b[0], b[1])
@@ -313,13 +305,9 @@ func (s *Scenario) validate() []error {
 	return errs
 }
 
-func mapKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+// knownAlone says a dataplane's entry is either its own expectation or a known failure, not both.
+func knownAlone[E any](d Differs[E]) bool {
+	return d.Known == "" || d.Expect == nil && d.Reason == ""
 }
 
 // Manifest is the manifest a deploy step applies ("" for the guide's web Deployment).

@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -198,7 +199,7 @@ func CheckTrace(want scenarios.TraceExpect, x Expected, out TraceOutput) []Misma
 			if p.Endpoint != nil {
 				to = p.Endpoint.IP
 			}
-			all = append(all, fmt.Sprintf("%s (to %s)", snat, orDefault(to, "?")))
+			all = append(all, fmt.Sprintf("%s (to %s)", snat, cmp.Or(to, "?")))
 			switch want.SNAT {
 			case "node":
 				bad = bad || !slices.Contains(x.NodeAddrs, snat)
@@ -294,7 +295,7 @@ func checkChances(c scenarios.Chances, eps []trace.Endpoint) (Mismatch, bool) {
 	for i, e := range eps {
 		probs[i] = e.Probability
 	}
-	slices.SortFunc(probs, func(a, b float64) int { return -cmpFloat(a, b) })
+	slices.SortFunc(probs, func(a, b float64) int { return cmp.Compare(b, a) })
 	ok := len(probs) == len(c.List)
 	for i := 0; ok && i < len(probs); i++ {
 		ok = math.Abs(probs[i]-c.List[i]) <= 1e-3
@@ -303,16 +304,6 @@ func checkChances(c scenarios.Chances, eps []trace.Endpoint) (Mismatch, bool) {
 		return Mismatch{What: "chances", Expected: fmt.Sprint(c.List), Actual: actual}, false
 	}
 	return Mismatch{}, true
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // sameSet compares the pods expected with those seen.
@@ -337,19 +328,32 @@ func orNone(s []string) string {
 
 // CheckObject measures a field of an object (its JSON) against an expectation.
 func CheckObject(c *scenarios.ObjectCheck, object []byte) ([]Mismatch, error) {
+	v, err := objectField(c.Path, object)
+	if err != nil {
+		return nil, err
+	}
+	return compareField(c, v)
+}
+
+// objectField is what a kubectl JSONPath template prints of an object (its JSON).
+func objectField(path string, object []byte) (string, error) {
 	var obj any
 	if err := json.Unmarshal(object, &obj); err != nil {
-		return nil, fmt.Errorf("the object: %v", err)
+		return "", fmt.Errorf("the object: %v", err)
 	}
 	jp := jsonpath.New("path")
-	if err := jp.Parse(c.Path); err != nil {
-		return nil, fmt.Errorf("path %s: %v", c.Path, err)
+	if err := jp.Parse(path); err != nil {
+		return "", fmt.Errorf("path %s: %v", path, err)
 	}
 	var buf bytes.Buffer
 	if err := jp.Execute(&buf, obj); err != nil {
-		return nil, fmt.Errorf("path %s: %v", c.Path, err)
+		return "", fmt.Errorf("path %s: %v", path, err)
 	}
-	v := buf.String()
+	return buf.String(), nil
+}
+
+// compareField measures a field's value against the check's expectation.
+func compareField(c *scenarios.ObjectCheck, v string) ([]Mismatch, error) {
 	e := c.Expect
 	switch {
 	case e.Equals != nil:
@@ -412,22 +416,27 @@ func (c *cellRun) check(ctx context.Context, i int, st *scenarios.Step) (ch Chec
 }
 
 // run runs a check's command, recording it and its output. Explaining, it shows the command as a student would
-// type it (without -o json) and, through show, what that command prints (the same renderers).
-func (c *cellRun) run(ctx context.Context, ch *Check, show func(out string, w io.Writer) error, args ...string) (string, error) {
+// type it (without -o json), and what it said when it failed; show prints what it printed.
+func (c *cellRun) run(ctx context.Context, ch *Check, args ...string) (string, error) {
 	ch.Command = append([]string{"k8sguide"}, args...)
 	c.explainCommand(withoutJSON(args))
 	out, err := c.k8sguide(ctx, args...)
 	ch.Output = out
-	if c.o.Explain != nil {
-		if err == nil && show != nil {
-			if serr := show(out, c.o.Explain.Out); serr != nil {
-				fmt.Fprint(c.o.Explain.Out, out)
-			}
-		} else {
-			c.explainOutput(out, err)
-		}
+	if err != nil {
+		c.explainOutput(out, err)
 	}
 	return out, err
+}
+
+// show prints, explaining, what a check's command prints without -o json: the command's own renderer, on the
+// output the check has parsed (the JSON itself, should the renderer fail).
+func (c *cellRun) show(ch *Check, print func(w io.Writer) error) {
+	if c.o.Explain == nil {
+		return
+	}
+	if err := print(c.o.Explain.Out); err != nil {
+		fmt.Fprint(c.o.Explain.Out, ch.Output)
+	}
 }
 
 func withoutJSON(args []string) []string {
@@ -507,13 +516,8 @@ func (c *cellRun) expected(ctx context.Context, set *scenarios.PodSet, service, 
 }
 
 func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *Check) error {
-	want := cc.Expect
-	if d, ok := cc.Dataplanes[c.dp]; ok {
-		if d.Expect != nil {
-			want, ch.Differs = *d.Expect, d.Reason
-		}
-		ch.KnownFailure = d.Known
-	}
+	want, differs, known := scenarios.ForDataplane(cc.Expect, cc.Dataplanes, c.dp)
+	ch.Differs, ch.KnownFailure = differs, known
 	to, err := c.labs.expand(ctx, cc.To)
 	if err != nil {
 		return err
@@ -556,13 +560,7 @@ func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *C
 		parallel = "1"
 	}
 	args := append([]string{"connect", to, "--count", strconv.Itoa(count), "--parallel", parallel, "-o", "json", "--name", c.lab}, from.args...)
-	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
-		var r ConnectOutput
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			return err
-		}
-		return render.Connections(w, r.From, r.Dst, r.Connections)
-	}, args...)
+	out, err := c.run(ctx, ch, args...)
 	if err != nil {
 		return err
 	}
@@ -570,25 +568,21 @@ func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *C
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		return fmt.Errorf("connect -o json: %v", err)
 	}
+	c.show(ch, func(w io.Writer) error { return render.Connections(w, res.From, res.Dst, res.Connections) })
 	ch.Mismatches = CheckConnect(want, x, res)
 	return nil
 }
 
 func (c *cellRun) checkTrace(ctx context.Context, tc *scenarios.TraceCheck, ch *Check) error {
-	want := tc.Expect
-	if d, ok := tc.Dataplanes[c.dp]; ok {
-		if d.Expect != nil {
-			want, ch.Differs = *d.Expect, d.Reason
-		}
-		ch.KnownFailure = d.Known
-	}
+	want, differs, known := scenarios.ForDataplane(tc.Expect, tc.Dataplanes, c.dp)
+	ch.Differs, ch.KnownFailure = differs, known
 	dst, err := c.labs.expand(ctx, tc.Dst)
 	if err != nil {
 		return err
 	}
 	from := tc.From
 	if from == "node" {
-		from = "node/" + orDefault(tc.Node, nodeOf(tc.Dst))
+		from = "node/" + cmp.Or(tc.Node, nodeOf(tc.Dst))
 	}
 	pl, err := c.labs.place(ctx, from)
 	if err != nil {
@@ -623,22 +617,9 @@ func (c *cellRun) checkTrace(ctx context.Context, tc *scenarios.TraceCheck, ch *
 	if err != nil {
 		return err
 	}
-	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
-		if tc.Verify {
-			var v trace.Verification
-			if err := json.Unmarshal([]byte(out), &v); err != nil {
-				return err
-			}
-			return render.Verification(w, &v, render.TraceOptions{})
-		}
-		var t trace.Trace
-		if err := json.Unmarshal([]byte(out), &t); err != nil {
-			return err
-		}
-		return render.Trace(w, &t, render.TraceOptions{})
-	}, args...)
-	if err != nil && !(tc.Verify && out != "") {
-		return err
+	out, runErr := c.run(ctx, ch, args...)
+	if runErr != nil && !(tc.Verify && out != "") {
+		return runErr
 	}
 	var res TraceOutput
 	if tc.Verify {
@@ -657,6 +638,14 @@ func (c *cellRun) checkTrace(ctx context.Context, tc *scenarios.TraceCheck, ch *
 	if res.Trace == nil {
 		return fmt.Errorf("trace -o json printed no prediction")
 	}
+	if runErr == nil {
+		c.show(ch, func(w io.Writer) error {
+			if res.Verification != nil {
+				return render.Verification(w, res.Verification, render.TraceOptions{})
+			}
+			return render.Trace(w, res.Trace, render.TraceOptions{})
+		})
+	}
 	if want.SNAT == "node" && len(x.NodeAddrs) == 0 {
 		return fmt.Errorf("snat: node: name the node the packet is traced on (node:)")
 	}
@@ -670,34 +659,26 @@ func (c *cellRun) checkObject(ctx context.Context, oc *scenarios.ObjectCheck, ch
 	if oc.Namespace != "" {
 		args = append(args, "-n", oc.Namespace)
 	}
-	out, err := c.run(ctx, ch, func(out string, w io.Writer) error {
-		var obj any
-		if err := json.Unmarshal([]byte(out), &obj); err != nil {
-			return err
-		}
-		jp := jsonpath.New("path")
-		if err := jp.Parse(oc.Path); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s: ", oc.Path)
-		if err := jp.Execute(w, obj); err != nil {
-			return err
-		}
-		fmt.Fprintln(w)
-		return nil
-	}, args...)
+	out, err := c.run(ctx, ch, args...)
 	if err != nil {
 		return err
 	}
-	ms, err := CheckObject(oc, []byte(out))
-	ch.Mismatches = ms
+	v, err := objectField(oc.Path, []byte(out))
+	if err != nil {
+		return err
+	}
+	c.show(ch, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s: %s\n", oc.Path, v)
+		return err
+	})
+	ch.Mismatches, err = compareField(oc, v)
 	return err
 }
 
 // checkRefusal runs an expose step that must be refused.
 func (c *cellRun) checkRefusal(ctx context.Context, e *scenarios.Expose, ch *Check) error {
 	defer c.labs.forget()
-	_, err := c.run(ctx, ch, nil, exposeArgs(c.lab, e)...)
+	_, err := c.run(ctx, ch, exposeArgs(c.lab, e)...)
 	switch {
 	case err == nil:
 		ch.Mismatches = []Mismatch{{What: "refusal", Expected: "refused: " + strconv.Quote(e.ExpectError), Actual: "the Service was created"}}
@@ -709,11 +690,4 @@ func (c *cellRun) checkRefusal(ctx context.Context, e *scenarios.Expose, ch *Che
 		ch.Output += err.Error() + "\n"
 	}
 	return nil
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

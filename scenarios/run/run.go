@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 	var jobs []job
 	for _, s := range list {
 		for _, dp := range s.DataplanesOf() {
-			if len(o.Dataplanes) > 0 && !contains(o.Dataplanes, dp) {
+			if len(o.Dataplanes) > 0 && !slices.Contains(o.Dataplanes, dp) {
 				continue
 			}
 			jobs = append(jobs, job{s, dp, len(jobs)})
@@ -161,15 +162,6 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 	}
 	wg.Wait()
 	return r
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 const labExists = "a lab named"
