@@ -267,14 +267,7 @@ func handles(listing string) map[string]string {
 func listChain(family, table, chain string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nft", "-a", "list", "chain", family, table, chain)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return string(out), nil
+	return nftOutput(ctx, "", "-a", "list", "chain", family, table, chain)
 }
 
 // awaitMarker sends a marker packet and waits (up to limit) for the monitor to report that very packet.
@@ -326,14 +319,21 @@ func RemoveTable(ctx context.Context, f trace.Flow) error {
 
 // nft runs nft with args, feeding it stdin (a script for `-f -`).
 func nft(ctx context.Context, stdin string, args ...string) error {
+	_, err := nftOutput(ctx, stdin, args...)
+	return err
+}
+
+// nftOutput runs nft with args, feeding it stdin, and returns what it printed.
+func nftOutput(ctx context.Context, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "nft", args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("nft %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("nft %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
-	return nil
+	return string(out), nil
 }
 
 var (
