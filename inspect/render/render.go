@@ -2,9 +2,11 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -31,9 +33,11 @@ func ParseFormat(s string, allowed ...Format) (Format, error) {
 	return "", fmt.Errorf("unknown output format %q (want one of %v)", s, allowed)
 }
 
-// WriteTable prints rows under a header in kubectl's borderless style.
+// WriteTable prints rows under a header in kubectl's borderless style. The last column's padding is cut: a
+// terminal wraps a line at its width even when what passes the edge is only spaces.
 func WriteTable(w io.Writer, header []string, rows [][]string) error {
-	t := tablewriter.NewTable(w,
+	var buf bytes.Buffer
+	t := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders:  tw.BorderNone,
 			Symbols:  tw.NewSymbols(tw.StyleNone),
@@ -50,7 +54,15 @@ func WriteTable(w io.Writer, header []string, rows [][]string) error {
 			return err
 		}
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteData prints v as indented JSON or as YAML.

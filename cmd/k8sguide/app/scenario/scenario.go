@@ -47,15 +47,27 @@ func listCommand(streams lab.Streams) *cobra.Command {
 						checks++
 					}
 				}
-				dps := strings.Join(s.DataplanesOf(), ",")
-				if len(s.DataplanesOf()) == len(scenarios.Dataplanes) {
-					dps = "all"
-				}
-				rows = append(rows, []string{s.Metadata.Name, dps, fmt.Sprint(checks), s.Metadata.Title})
+				rows = append(rows, []string{s.Metadata.Name, dataplaneList(s.DataplanesOf()), fmt.Sprint(checks), s.Metadata.Title})
 			}
 			return render.WriteTable(streams.Out, []string{"NAME", "DATAPLANES", "CHECKS", "TITLE"}, rows)
 		},
 	}
+}
+
+// dataplaneList names a scenario's dataplanes briefly, so that the list fits 100 columns: all, all but one, or
+// each.
+func dataplaneList(dps []string) string {
+	switch len(scenarios.Dataplanes) - len(dps) {
+	case 0:
+		return "all"
+	case 1:
+		for _, d := range scenarios.Dataplanes {
+			if !slices.Contains(dps, d) {
+				return "all but " + d
+			}
+		}
+	}
+	return strings.Join(dps, ",")
 }
 
 func showCommand(streams lab.Streams) *cobra.Command {
