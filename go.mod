@@ -6,6 +6,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/joshdk/go-junit v1.0.0
 	github.com/jstemmer/go-junit-report/v2 v2.1.0
+	github.com/mitchellh/go-wordwrap v1.0.1
 	github.com/moby/ipvs v1.1.0
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/rhysd/actionlint v1.7.12
@@ -136,7 +137,6 @@ require (
 	github.com/mattn/go-shellwords v1.0.13 // indirect
 	github.com/mistifyio/go-zfs v2.1.2-0.20190413222219-f784269be439+incompatible // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
-	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jstemmer/go-junit-report/v2/junit"
+	"github.com/mitchellh/go-wordwrap"
 )
 
 // Matrix prints the scenario × dataplane matrix, then every check that did not pass with what was expected and
@@ -78,17 +79,40 @@ func (r *Report) Matrix(w io.Writer) error {
 	if len(details) > 0 {
 		fmt.Fprintln(w, "\nNot passed, or not at the first try:")
 		for _, d := range details {
-			fmt.Fprintln(w, "  "+d)
+			fmt.Fprint(w, fill("  "+d, lineWidth))
 		}
 	}
 	if len(reasons) > 0 {
 		fmt.Fprintln(w, "\nExpected differences (pass*: the dataplane met its own expectation) and known failures")
 		fmt.Fprintln(w, "(known P/N: P of N checks passed; the others fail, as the scenario says they do today):")
 		for _, d := range reasons {
-			fmt.Fprintln(w, "  "+d)
+			fmt.Fprint(w, fill("  "+d, lineWidth))
 		}
 	}
 	return nil
+}
+
+// lineWidth is the width the report's prose is filled to: a classroom projector's terminal.
+const lineWidth = 100
+
+// fill wraps each line of s at word boundaries to width columns, continuing a line two columns further in than
+// it starts, and ends every line with a newline. A word longer than the width stays whole.
+func fill(s string, width int) string {
+	var b strings.Builder
+	for line := range strings.Lines(strings.TrimSuffix(s, "\n") + "\n") {
+		line = strings.TrimSuffix(line, "\n")
+		text := strings.TrimLeft(line, " ")
+		indent := line[:len(line)-len(text)]
+		more := indent + "  "
+		for i, l := range strings.Split(wordwrap.WrapString(text, uint(max(width-len(more), 20))), "\n") {
+			prefix := more
+			if i == 0 {
+				prefix = indent
+			}
+			b.WriteString(prefix + l + "\n")
+		}
+	}
+	return b.String()
 }
 
 func dpOrder(d string) int {

@@ -238,7 +238,7 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 			cell.Checks = append(cell.Checks, ch)
 			c.say("  %s%s", ch.Status, suffix(ch))
 			if o.Explain != nil {
-				fmt.Fprintf(o.Explain.Out, "\n   check: %s%s\n", ch.Status, suffix(ch))
+				fmt.Fprint(o.Explain.Out, "\n"+fill(fmt.Sprintf("   check: %s%s", ch.Status, suffix(ch)), lineWidth))
 			}
 			switch ch.Status {
 			case Fail:
@@ -253,7 +253,7 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 			cell.Status, cell.Error = Error, fmt.Sprintf("step %d (line %d) %s: %v", i+1, st.Line, st.Title(), err)
 		}
 		if st.Explain != "" && o.Explain != nil {
-			fmt.Fprintf(o.Explain.Out, "\n   ▸ %s\n", st.Explain)
+			fmt.Fprint(o.Explain.Out, "\n"+fill("   ▸ "+st.Explain, lineWidth))
 		}
 		if cell.Status == Error {
 			for j := i + 1; j < len(s.Steps); j++ {
