@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -507,8 +508,11 @@ func (w *podWorker) watch(ctx context.Context, exited <-chan int, pid int, began
 		case <-timer.C:
 			now, next := prober.probe(time.Since(began))
 			if now != ready {
-				ready = now
-				w.writeStatus(ctx, state, ready)
+				if err := w.writeStatus(ctx, state, now); err != nil {
+					next = min(next, time.Second) // not written: probe, and write, again soon
+				} else {
+					ready = now
+				}
 			}
 			timer.Reset(next)
 		}
@@ -548,10 +552,16 @@ func (w *podWorker) teardown() {
 	}
 }
 
+// statusBackoff paces writeStatus's tries: 8 of them over some 20 s.
+var statusBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 8, Cap: 5 * time.Second}
+
 // writeStatus writes the pod's status as the kubelet's status manager would: phase, conditions, addresses and
 // one status per container (they share the pod server). It keeps what others wrote (PodScheduled, QoS class).
-func (w *podWorker) writeStatus(ctx context.Context, state v1.ContainerState, ready bool) {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// Any failure but the pod's absence is tried again for some 20 s (a busy apiserver on two cores times out now
+// and then); it returns the error that remained, so that the caller can write that status again later: a
+// status lost once would leave a ready pod NotReady for good, its rollout waiting for nothing.
+func (w *podWorker) writeStatus(ctx context.Context, state v1.ContainerState, ready bool) error {
+	err := retry.OnError(statusBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsNotFound(err) }, func() error {
 		pod, err := w.r.client.CoreV1().Pods(w.pod.Namespace).Get(ctx, w.pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -563,9 +573,11 @@ func (w *podWorker) writeStatus(ctx context.Context, state v1.ContainerState, re
 		_, err = w.r.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err
 	})
-	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
-		w.logger.Error(err, "writing the pod's status")
+	if err == nil || ctx.Err() != nil || apierrors.IsNotFound(err) {
+		return nil
 	}
+	w.logger.Error(err, "writing the pod's status")
+	return err
 }
 
 func (w *podWorker) status(pod *v1.Pod, state v1.ContainerState, ready bool) v1.PodStatus {
