@@ -27,6 +27,8 @@ type fakeNode struct {
 	ran                     [][]string
 	// exit, when set, is what any other command returns.
 	exit error
+	// pids are the node's containers' processes, by container ID (crictl inspect).
+	pids map[string]string
 }
 
 func newFakeNode(name, role, ip string) *fakeNode {
@@ -87,6 +89,12 @@ func (c *fakeCmd) Run() error {
 		}
 		sum := sha256.Sum256(data)
 		fmt.Fprintf(out, "%s  %s\n", hex.EncodeToString(sum[:]), a[1])
+	case "crictl": // crictl inspect … --template {{.info.pid}} ID: a container's pid, from its ID
+		if pid, ok := n.pids[a[len(a)-1]]; ok {
+			fmt.Fprintln(out, pid)
+		} else {
+			return fail("no such container")
+		}
 	case "mkdir":
 	case "tee":
 		var b bytes.Buffer

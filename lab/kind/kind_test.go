@@ -381,7 +381,7 @@ func (r *fakeRuntime) clusterNodes(name string) []*fakeNode {
 // TestExecAndToolPath runs commands and copies k8sguide through the fake node runtime.
 func TestExecAndToolPath(t *testing.T) {
 	ctx := context.Background()
-	p, rt, _ := fakeProvider(t)
+	p, rt, cs := fakeProvider(t)
 	rt.Create("lab1", &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}, {Role: v1alpha4.WorkerRole}}}, "", false, 0)
 	worker := rt.clusters["lab1"][1]
 
@@ -414,6 +414,35 @@ func TestExecAndToolPath(t *testing.T) {
 		t.Fatalf("client exec: %v %q", err, out.String())
 	}
 
+	// A pod: the command runs in its node, in the network namespace of its container's process.
+	worker.pids = map[string]string{"c0ffee": "4242"}
+	pod := func(name, node, id string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{NodeName: node}}
+		if id != "" {
+			p.Status.ContainerStatuses = []v1.ContainerStatus{{ContainerID: id, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pod("web-1", "lab1-worker", "containerd://c0ffee")
+	pod("web-2", "lab1-worker", "")
+	before := len(worker.commands())
+	out.Reset()
+	if err := p.Exec(ctx, "lab1", "web-1", []string{"ip", "addr"}, lab.Streams{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ran nsenter --net=/proc/4242/ns/net -- ip addr\n"; out.String() != want {
+		t.Errorf("in a pod: %q, want %q (%q)", out.String(), want, worker.commands()[before:])
+	}
+	if err := p.Exec(ctx, "lab1", "web-2", []string{"true"}, lab.Streams{}); err == nil || !strings.Contains(err.Error(), "pod web-2 is not running") {
+		t.Errorf("a pod not running: %v", err)
+	}
+	if err := p.Exec(ctx, "lab1", "web-3", []string{"true"}, lab.Streams{}); !errors.As(err, &nf) || !strings.Contains(err.Error(), `no node or pod named "web-3"`) {
+		t.Errorf("no such pod: %v", err)
+	}
+
 	// ToolPath copies this (Linux) binary in once; the second call finds the same bytes and copies nothing.
 	path, err := p.ToolPath(ctx, "lab1", "lab1-worker")
 	if err != nil {
@@ -429,7 +458,7 @@ func TestExecAndToolPath(t *testing.T) {
 	if _, leftover := worker.files[NodeToolPath+".tmp"]; leftover {
 		t.Error("temporary copy left in the node")
 	}
-	before := len(worker.commands())
+	before = len(worker.commands())
 	if _, err := p.ToolPath(ctx, "lab1", "lab1-worker"); err != nil {
 		t.Fatal(err)
 	}
