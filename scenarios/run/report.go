@@ -32,17 +32,16 @@ func (r *Report) Matrix(w io.Writer) error {
 	for _, n := range names {
 		width = max(width, len(n))
 	}
-	fmt.Fprintf(w, "%-*s", width, "SCENARIO")
-	for _, d := range dps {
-		fmt.Fprintf(w, "  %-14s", strings.ToUpper(d))
-	}
-	fmt.Fprintln(w)
-	for _, n := range names {
-		fmt.Fprintf(w, "%-*s", width, n)
+	row := func(first string, cell func(dp string) string) {
+		line := fmt.Sprintf("%-*s", width, first)
 		for _, d := range dps {
-			fmt.Fprintf(w, "  %-14s", cellText(cells[[2]string{n, d}]))
+			line += fmt.Sprintf("  %-14s", cell(d))
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	row("SCENARIO", strings.ToUpper)
+	for _, n := range names {
+		row(n, func(d string) string { return cellText(cells[[2]string{n, d}]) })
 	}
 	var details, reasons []string
 	for _, c := range r.Cells {
