@@ -390,7 +390,35 @@ func (c *cellRun) explainCommand(args []string) {
 	if c.o.Explain == nil {
 		return
 	}
-	fmt.Fprintf(c.o.Explain.Out, "$ k8sguide %s\n", strings.Join(quoteArgs(args), " "))
+	fmt.Fprint(c.o.Explain.Out, commandLines(append([]string{"$", "k8sguide"}, quoteArgs(args)...), lineWidth))
+}
+
+// commandLines prints a command as a shell would take it, broken with a backslash before a flag where a line
+// would pass width (a student copies it whole into a terminal), each flag kept with its value.
+func commandLines(words []string, width int) string {
+	var units []string
+	for i := 0; i < len(words); i++ {
+		u := words[i]
+		if strings.HasPrefix(u, "-") && !strings.Contains(u, "=") && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+			i++
+			u += " " + words[i]
+		}
+		units = append(units, u)
+	}
+	var b strings.Builder
+	line := ""
+	for _, u := range units {
+		switch {
+		case line == "":
+			line = u
+		case len(line)+1+len(u)+2 > width && strings.HasPrefix(u, "-"):
+			b.WriteString(line + " \\\n")
+			line = "    " + u
+		default:
+			line += " " + u
+		}
+	}
+	return b.String() + line + "\n"
 }
 
 func (c *cellRun) explainOutput(out string, err error) {
