@@ -4,6 +4,7 @@ package scenario
 import (
 	"bufio"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -121,6 +122,17 @@ type exitCode int
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 func (e exitCode) ExitCode() int { return int(e) }
 
+// couldNotRun gives an error that kept the scenarios from running (a wrong argument, a malformed file) exit status
+// 2, as the run's own errors have, after saying it in one line.
+func couldNotRun(streams lab.Streams, err error) error {
+	var code exitCode
+	if err == nil || errors.As(err, &code) {
+		return err
+	}
+	fmt.Fprintf(streams.Err, "ERROR: %v\n", err)
+	return exitCode(2)
+}
+
 func runCommand(streams lab.Streams) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
@@ -133,9 +145,11 @@ failure and on Ctrl-C, unless --keep or --keep-on-failure). Exit status: 0 every
   k8sguide scenario run nodeport --explain --dataplane nftables
   k8sguide scenario run ./my-lesson.yaml -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runE(cmd, f, streams, args)
+			return couldNotRun(streams, runE(cmd, f, streams, args))
 		},
 	}
+	// A wrong flag is a run that could not start, not a failed check: CI must not read it as one.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return couldNotRun(streams, err) })
 	cmd.Flags().StringVar(&f.Dataplane, "dataplane", "all", "all, or a list of iptables, nftables, ipvs, ebpf")
 	cmd.Flags().StringVar(&f.Provider, "provider", "", "lab provider for every lab: kind or netns (default: up's choice)")
 	cmd.Flags().BoolVar(&f.Keep, "keep", false, "leave every lab up")
@@ -207,6 +221,13 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 		}
 	}
 	report := run.Run(cmd.Context(), list, o)
+	if len(report.Cells) == 0 {
+		var names []string
+		for _, s := range list {
+			names = append(names, s.Metadata.Name+" ("+dataplaneList(s.DataplanesOf())+")")
+		}
+		return fmt.Errorf("nothing to run: no scenario given is for --dataplane %s: %s", f.Dataplane, strings.Join(names, ", "))
+	}
 	if f.JUnit != "" {
 		if err := writeJUnit(f.JUnit, report); err != nil {
 			return err
