@@ -158,16 +158,12 @@ func (w *workloads) waitRollout(ctx context.Context, namespace, name string) err
 // notReady says, for a rollout that timed out, where each pod of d that is not ready stands: its node, phase and
 // the kubelet's last word on its readiness (": not ready: web-… on NODE: Running, ContainersNotReady …").
 func (w *workloads) notReady(ctx context.Context, d *appsv1.Deployment) string {
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil {
-		return ""
-	}
-	pods, err := w.cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	pods, err := w.podsOf(ctx, d)
 	if err != nil {
 		return ""
 	}
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		ready := false
 		why := string(p.Status.Phase)
 		for _, c := range p.Status.Conditions {
@@ -196,17 +192,26 @@ func (w *workloads) notReady(ctx context.Context, d *appsv1.Deployment) string {
 	return "; not ready: " + strings.Join(out, "; ")
 }
 
-// podTrouble names the first pod of d that cannot start for a reason waiting will not fix.
-func (w *workloads) podTrouble(ctx context.Context, d *appsv1.Deployment) (string, error) {
+// podsOf lists the pods d's selector selects.
+func (w *workloads) podsOf(ctx context.Context, d *appsv1.Deployment) ([]v1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	pods, err := w.cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// podTrouble names the first pod of d that cannot start for a reason waiting will not fix.
+func (w *workloads) podTrouble(ctx context.Context, d *appsv1.Deployment) (string, error) {
+	pods, err := w.podsOf(ctx, d)
+	if err != nil {
 		return "", err
 	}
-	for _, pod := range pods.Items {
+	for _, pod := range pods {
 		for _, c := range pod.Status.ContainerStatuses {
 			if c.State.Waiting == nil {
 				continue
