@@ -101,6 +101,7 @@ type Cell struct {
 	Seconds float64 `json:"seconds"`
 
 	failedCheck bool // a check failed before the step that could not run
+	labTaken    bool // a lab of the cell's name was up already: running again would meet it again
 }
 
 // Report is a whole run.
@@ -152,7 +153,7 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 			defer wg.Done()
 			defer func() { <-sem }()
 			cell := runCell(ctx, j.s, j.dp, o)
-			if cell.Status == Error && !cell.failedCheck && ctx.Err() == nil && !cell.Kept && !strings.HasPrefix(cell.Error, labExists) {
+			if cell.Status == Error && !cell.failedCheck && ctx.Err() == nil && !cell.Kept && !cell.labTaken {
 				first := cell.Error
 				cell = runCell(ctx, j.s, j.dp, o)
 				cell.Retried = first
@@ -163,8 +164,6 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 	wg.Wait()
 	return r
 }
-
-const labExists = "a lab named"
 
 // LabName is the lab a scenario runs in on a dataplane: a lab name is a short DNS label.
 func LabName(prefix, scenario, dataplane string) string {
@@ -207,7 +206,8 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 	defer func() { cell.Seconds = time.Since(start).Seconds() }()
 
 	if _, err := c.k8sguide(ctx, "get", "nodes", "-o", "json", "--name", c.lab); err == nil {
-		cell.Status, cell.Error = Error, fmt.Sprintf("%s %s is up already: take it down (k8sguide down --name %s) or run with --lab-prefix", labExists, c.lab, c.lab)
+		cell.Status, cell.Error = Error, fmt.Sprintf("a lab named %s is up already: take it down (k8sguide down --name %s) or run with --lab-prefix", c.lab, c.lab)
+		cell.labTaken = true
 		return cell
 	}
 	c.say("up: lab %s", c.lab)
