@@ -382,11 +382,17 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = streams.In, streams.Out, streams.Err
 		return cmd.Run()
 	}
-	n, enter, err := p.nodeOrPod(ctx, name, target)
+	n, container, err := p.nodeOrPod(ctx, name, target)
 	if err != nil {
 		return err
 	}
-	argv = append(enter, argv...)
+	if container != "" {
+		enter, err := enterPod(ctx, n, container)
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", target, err)
+		}
+		argv = append(enter, argv...)
+	}
 	cmd := n.CommandContext(ctx, argv[0], argv[1:]...)
 	if streams.In != nil {
 		cmd.SetStdin(streams.In)
@@ -418,29 +424,28 @@ func (p *Provider) ToolPath(ctx context.Context, name, target string) (string, e
 	return p.Tools.Ensure(ctx, n)
 }
 
-// nodeOrPod finds target among the lab's nodes, else among its pods. On kind a pod is a container that the
-// node's containerd runs inside the node's own container, so a command runs in a pod as a command in its node
-// entered into the pod's network namespace (enter: nsenter's argv, through the container's pid as crictl gives
-// it; the node image has both). Only the network namespace: the pod's filesystem need not hold the command,
-// which is k8sguide itself for connect and trace --verify, as in the netns lab's pods.
-func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.Node, enter []string, err error) {
+// nodeOrPod finds target among the lab's nodes, else among its pods: then n is the pod's node and container
+// its running container's ID. On kind a pod is a container that the node's containerd runs inside the node's
+// own container, so a command runs in a pod as a command in its node entered into the pod's network namespace
+// (enterPod).
+func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.Node, container string, err error) {
 	n, err = p.node(name, target)
 	var notFound *lab.NotFoundError
 	if !errors.As(err, &notFound) || notFound.Kind != "node" {
-		return n, nil, err
+		return n, "", err
 	}
-	cs, cerr := p.clientset(name)
-	if cerr != nil {
-		return nil, nil, cerr
+	cs, err := p.clientset(name)
+	if err != nil {
+		return nil, "", err
 	}
-	pods, lerr := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if lerr != nil {
-		return nil, nil, fmt.Errorf("lab %s: pods: %w", name, lerr)
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("lab %s: pods: %w", name, err)
 	}
 	i := slices.IndexFunc(pods.Items, func(pod v1.Pod) bool { return pod.Name == target })
 	if i < 0 {
 		notFound.Kind, notFound.Name = "node or pod", target
-		return nil, nil, notFound
+		return nil, "", notFound
 	}
 	pod := &pods.Items[i]
 	id := ""
@@ -449,23 +454,31 @@ func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.
 	}
 	id, ok := strings.CutPrefix(id, "containerd://")
 	if !ok || pod.Spec.NodeName == "" {
-		return nil, nil, fmt.Errorf("pod %s is not running (phase %s)", target, pod.Status.Phase)
+		return nil, "", fmt.Errorf("pod %s is not running (phase %s)", target, pod.Status.Phase)
 	}
 	if pod.Spec.HostNetwork {
-		return nil, nil, fmt.Errorf("pod %s uses its node's network: run on node %s", target, pod.Spec.NodeName)
+		return nil, "", fmt.Errorf("pod %s uses its node's network: run on node %s", target, pod.Spec.NodeName)
 	}
 	if n, err = p.node(name, pod.Spec.NodeName); err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
-	pid, err := output(ctx, n, nil, "crictl", "inspect", "--output", "go-template", "--template", "{{.info.pid}}", id)
+	return n, id, nil
+}
+
+// enterPod is the argv prefix that runs a command in node n inside the network namespace of its container
+// (nsenter, through the container's pid as crictl gives it; the node image has both). Only the network
+// namespace: the pod's filesystem need not hold the command, which is k8sguide itself for connect and trace
+// --verify, as in the netns lab's pods.
+func enterPod(ctx context.Context, n nodes.Node, container string) ([]string, error) {
+	pid, err := output(ctx, n, nil, "crictl", "inspect", "--output", "go-template", "--template", "{{.info.pid}}", container)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pod %s: its container's process in %s: %w", target, n, err)
+		return nil, fmt.Errorf("container %s's process in %s: %w", container, n, err)
 	}
 	pid = strings.TrimSpace(pid)
 	if _, err := strconv.Atoi(pid); err != nil || pid == "0" {
-		return nil, nil, fmt.Errorf("pod %s: crictl gave no process for container %s (%q)", target, id, pid)
+		return nil, fmt.Errorf("crictl gave no process for container %s in %s (%q)", container, n, pid)
 	}
-	return n, []string{"nsenter", "--net=/proc/" + pid + "/ns/net", "--"}, nil
+	return []string{"nsenter", "--net=/proc/" + pid + "/ns/net", "--"}, nil
 }
 
 // Get makes one HTTP request from this host (the lab's client) to addr and says which pod answered.
