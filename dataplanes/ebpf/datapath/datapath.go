@@ -107,30 +107,96 @@ func FindClang() (Clang, error) {
 	return Clang{}, fmt.Errorf("the ebpf dataplane compiles Cilium %s's datapath, which needs clang >= %d.%d, and none was found%s: install the clang-19 package (apt-get install clang-19)", CiliumVersion, MinClang[0], MinClang[1], found)
 }
 
-// Options are what a node's build of bpf_host depends on.
+// Program is one of Cilium's datapath programs the lab builds.
+type Program string
+
+const (
+	// Host is bpf_host.c: cil_from_netdev/cil_to_netdev on the node's devices, cil_from_host/cil_to_host on
+	// cilium_host and cilium_net.
+	Host Program = "bpf_host"
+	// LXC is bpf_lxc.c: cil_from_container on each pod's host-side veth, cil_lxc_policy reached by tail call.
+	LXC Program = "bpf_lxc"
+)
+
+// Options are what a node's build of a program depends on.
 type Options struct {
+	// Program is what to build; "" is Host.
+	Program Program
 	// NodeIP is the node's address on its external interface: IPV4_DIRECT_ROUTING, the source of NodePort SNAT
 	// and the address FIB lookups answer from. It is a compile-time constant in Cilium's node_config.h.
 	NodeIP netip.Addr
+	// RouterIP is cilium_host's address (the pods' gateway): IPV4_GATEWAY in node_config.h. Unset, the sample
+	// header's value stays (a bpf_host that serves no pods never uses it).
+	RouterIP netip.Addr
 }
 
-// Defines are the -D flags on top of Cilium's sample node_config.h/netdev_config.h: the features of a
-// kube-proxy-replacement NodePort datapath on an IPv4 node. The agent writes these into the node_config.h it
-// generates; the remaining settings (LB algorithm, hash seed, interface index and MAC, NodePort range) are
-// load-time constants the loader sets.
+func (o Options) program() Program {
+	if o.Program == "" {
+		return Host
+	}
+	return o.Program
+}
+
+// le32 is how Cilium writes an IPv4 address into node_config.h: the little-endian u32 its network-order bytes
+// read as (addresses are __be32 in the datapath).
+func le32(a netip.Addr) uint32 {
+	ip := a.As4()
+	return uint32(ip[0]) | uint32(ip[1])<<8 | uint32(ip[2])<<16 | uint32(ip[3])<<24
+}
+
+// Defines are the -D flags of the node's kube-proxy-replacement datapath on an IPv4 node: what the agent's
+// generated node_config.h enables (pkg/datapath/linux/config). The remaining settings (LB algorithm, hash
+// seed, interface index and MAC, endpoint id and identity, NodePort range) are load-time constants the loader
+// sets.
 func Defines(o Options) []string {
-	ip := o.NodeIP.As4()
-	// Cilium stores IPv4 addresses as __be32 and writes the define as the little-endian u32 those bytes read as.
-	le := uint32(ip[0]) | uint32(ip[1])<<8 | uint32(ip[2])<<16 | uint32(ip[3])<<24
 	return []string{
 		"-DENABLE_IPV4=1",
 		"-DENABLE_NODEPORT=1",
-		"-DENABLE_SESSION_AFFINITY=1",
-		"-DENABLE_HOST_ROUTING=1",
-		fmt.Sprintf("-DIPV4_DIRECT_ROUTING=%#x", le),
+		fmt.Sprintf("-DIPV4_DIRECT_ROUTING=%#x", le32(o.NodeIP)),
+		// The agent's default --service-no-backend-response=reject: a Service without backends answers with
+		// ICMP port unreachable (tail call CILIUM_CALL_IPV4_NO_SERVICE), as kube-proxy's reject rules do.
+		"-DSERVICE_NO_BACKEND_RESPONSE=1",
 		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
-		// carry the protocol and the define is gone.)
+		// carry the protocol and the define is gone. ENABLE_HOST_ROUTING and ENABLE_SESSION_AFFINITY are gone
+		// too: enable_bpf_host_routing is a load-time constant and affinity is always compiled in.)
+		// Not ENABLE_SOCKET_LB_FULL: without bpf_sock loaded, bpf_lxc balances ClusterIPs per packet
+		// (ENABLE_PER_PACKET_LB), as Cilium does with socketLB.enabled=false.
 	}
+}
+
+// sampleGateway is the IPV4_GATEWAY line of Cilium's sample node_config.h, which the generated one replaces.
+const sampleGateway = "#define IPV4_GATEWAY 0xfffff50a"
+
+// nodeConfig is the node_config.h the build includes ahead of the sample: the sample with the node's router
+// address as IPV4_GATEWAY (the sample defines it unconditionally, so a -D would be a redefinition).
+func nodeConfig(src string, o Options) ([]byte, error) {
+	sample, err := os.ReadFile(filepath.Join(src, "bpf", "node_config.h"))
+	if err != nil {
+		return nil, err
+	}
+	if !o.RouterIP.IsValid() {
+		return sample, nil
+	}
+	if !bytes.Contains(sample, []byte(sampleGateway)) {
+		return nil, fmt.Errorf("Cilium %s's bpf/node_config.h has no line %q to set the router address in", CiliumVersion, sampleGateway)
+	}
+	return bytes.Replace(sample, []byte(sampleGateway), fmt.Appendf(nil, "#define IPV4_GATEWAY %#x", le32(o.RouterIP)), 1), nil
+}
+
+// epConfig is the ep_config.h the agent writes for a program's template (HeaderfileWriter.writeTemplateConfig
+// with the default endpoint options: drop and trace notifications on, debug off).
+func epConfig(p Program) []byte {
+	var b bytes.Buffer
+	b.WriteString("#include \"lib/utils.h\"\n")
+	switch p {
+	case LXC:
+		// Without per-endpoint routes (the default) an endpoint routes in its program.
+		b.WriteString("#define ENABLE_ROUTING 1\n")
+	case Host:
+		b.WriteString("#define HOST_ENDPOINT 1\n")
+	}
+	b.WriteString("#define LOCAL_DELIVERY_METRICS 1\n#define DROP_NOTIFY 1\n#define TRACE_NOTIFY 1\n#define POLICY_VERDICT_NOTIFY 1\n")
+	return b.Bytes()
 }
 
 // cflags are Cilium's StandardCFlags (pkg/datapath/loader/compile.go) with -g for BTF, which the loader needs.
@@ -144,11 +210,18 @@ var cflags = []string{"-O2", "-g", "--target=bpf", "-std=gnu99", "-nostdinc", "-
 	"-Wenum-conversion",
 	"-Wimplicit-fallthrough"}
 
-// Compile builds bpf_host.o for a node into cacheDir and returns its path. An object built with the same clang,
-// sources and flags is reused: its name is a hash of them.
+// Compile builds a program for a node into cacheDir and returns its path. An object built with the same clang,
+// sources, headers and flags is reused: its name is a hash of them.
 func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	if !o.NodeIP.Is4() {
 		return "", fmt.Errorf("datapath: node IP %v is not IPv4", o.NodeIP)
+	}
+	if o.RouterIP.IsValid() && !o.RouterIP.Is4() {
+		return "", fmt.Errorf("datapath: router IP %v is not IPv4", o.RouterIP)
+	}
+	prog := o.program()
+	if prog != Host && prog != LXC {
+		return "", fmt.Errorf("datapath: no program %q", prog)
 	}
 	clang, err := FindClang()
 	if err != nil {
@@ -158,28 +231,48 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	nodeH, err := nodeConfig(src, o)
+	if err != nil {
+		return "", err
+	}
+	epH := epConfig(prog)
 	args := append([]string{}, cflags...)
-	args = append(args, "-I"+filepath.Join(src, "bpf"), "-I"+filepath.Join(src, "bpf", "include"))
 	args = append(args, Defines(o)...)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", clang.Path, clang.Version, src, CiliumVersion)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", clang.Path, clang.Version, src, CiliumVersion, prog)
 	for _, a := range args {
 		fmt.Fprintln(h, a)
 	}
-	out := filepath.Join(cacheDir, "bpf_host-"+hex.EncodeToString(h.Sum(nil))[:16]+".o")
+	h.Write(nodeH)
+	h.Write(epH)
+	name := string(prog) + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+	out := filepath.Join(cacheDir, name+".o")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(cacheDir, "bpf_host-*.o.tmp")
+	// The generated headers go in a directory searched before bpf/ (whose samples they replace), as the
+	// agent's -I of its state directory does.
+	inc, err := os.MkdirTemp(cacheDir, name+"-include-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(inc)
+	for file, data := range map[string][]byte{"node_config.h": nodeH, "ep_config.h": epH} {
+		if err := os.WriteFile(filepath.Join(inc, file), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	tmp, err := os.CreateTemp(cacheDir, name+"-*.o.tmp")
 	if err != nil {
 		return "", err
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	args = append(args, "-c", filepath.Join(src, "bpf", "bpf_host.c"), "-o", tmp.Name())
+	args = append(args, "-I"+inc, "-I"+filepath.Join(src, "bpf"), "-I"+filepath.Join(src, "bpf", "include"))
+	args = append(args, "-c", filepath.Join(src, "bpf", string(prog)+".c"), "-o", tmp.Name())
 	cmd := exec.CommandContext(ctx, clang.Path, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -187,7 +280,7 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		return "", fmt.Errorf("compiling Cilium %s bpf_host.c with %s: %v: %s", CiliumVersion, clang.Path, err, lastLines(stderr.String(), 5))
+		return "", fmt.Errorf("compiling Cilium %s %s.c with %s: %v: %s", CiliumVersion, prog, clang.Path, err, lastLines(stderr.String(), 5))
 	}
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return "", err

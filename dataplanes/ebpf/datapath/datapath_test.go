@@ -59,6 +59,45 @@ func TestDefinesCarryTheNodeIP(t *testing.T) {
 	}
 }
 
+// TestCompileBothPrograms builds bpf_host and bpf_lxc for a node from the pinned sources with the generated
+// headers: the router address must land in IPV4_GATEWAY (Cilium's sample defines it without a guard, so only a
+// node_config.h of the build's own can set it), and a second build must come from the cache.
+func TestCompileBothPrograms(t *testing.T) {
+	if _, err := FindClang(); err != nil {
+		t.Skipf("no clang to build Cilium's datapath with: %v", err)
+	}
+	src, err := Sources()
+	if err != nil {
+		t.Skipf("no Cilium sources: %v", err)
+	}
+	h, err := nodeConfig(src, Options{NodeIP: mustAddr("172.18.0.3"), RouterIP: mustAddr("10.244.1.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(h), "#define IPV4_GATEWAY 0x101f40a\n") || strings.Contains(string(h), sampleGateway) {
+		t.Errorf("node_config.h does not carry 10.244.1.1 as IPV4_GATEWAY")
+	}
+	cache := t.TempDir()
+	for _, p := range []Program{Host, LXC} {
+		o := Options{Program: p, NodeIP: mustAddr("172.18.0.3"), RouterIP: mustAddr("10.244.1.1")}
+		obj, err := Compile(t.Context(), o, cache)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if !strings.HasPrefix(filepath.Base(obj), string(p)+"-") {
+			t.Errorf("%s built as %s", p, obj)
+		}
+		again, err := Compile(t.Context(), o, cache)
+		if err != nil || again != obj {
+			t.Errorf("%s: second build %s, %v; want the cached %s", p, again, err, obj)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(cache, "*include*"))
+	if len(left) > 0 {
+		t.Errorf("include directories left behind: %v", left)
+	}
+}
+
 func TestSourcesOverride(t *testing.T) {
 	t.Setenv(SourcesEnv, t.TempDir())
 	if _, err := Sources(); err == nil || !strings.Contains(err.Error(), "holds no bpf/bpf_host.c") {
