@@ -16,13 +16,14 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/state"
+	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
-// The ebpf dataplane: each node runs Cilium's bpf_host, compiled for it, loaded and kept programmed by
-// k8sguide-cilium (the nested module dataplanes/ebpf/cilium), on the node's eth0 and on its pod bridge cni0.
-// cni0 carries it because the lab's pods have no bpf_lxc: a NodePort reply from a pod on this node comes back
-// over cni0, and only bpf_host there undoes the NodePort SNAT and DNAT (Cilium attaches bpf_host to every
-// native device for the same reason).
+// The ebpf dataplane: each node runs Cilium's datapath, compiled for it, loaded and kept programmed by
+// k8sguide-cilium (the nested module dataplanes/ebpf/cilium), wired as Cilium's native routing wires a node:
+// bpf_host on eth0 and on cilium_host/cilium_net (which the agent makes, cilium_host holding the pods' gateway
+// address), and for each pod a veth of its own (no bridge) whose host side carries bpf_lxc, loaded per endpoint
+// by the agent once the pod has its address.
 
 // AgentEnv overrides where k8sguide-cilium is.
 const AgentEnv = "K8SGUIDE_CILIUM_AGENT"
@@ -30,8 +31,8 @@ const AgentEnv = "K8SGUIDE_CILIUM_AGENT"
 // AgentName is the node agent's binary, built beside k8sguide by `make build`.
 const AgentName = "k8sguide-cilium"
 
-// ebpfDevices are the interfaces bpf_host is attached to, NodePort device first.
-var ebpfDevices = []string{"eth0", "cni0"}
+// ebpfDevices are the native devices bpf_host is attached to, NodePort device first.
+var ebpfDevices = []string{"eth0"}
 
 // agentPath finds k8sguide-cilium: $K8SGUIDE_CILIUM_AGENT, beside the k8sguide binary, or on PATH.
 func (p *Provider) agentPath() (string, error) {
@@ -119,23 +120,40 @@ func unmountBPFFS(dir string) error {
 	return os.Remove(dir)
 }
 
-// compileNodes builds bpf_host for every node at once (one clang per node; each takes 2-3 s).
-func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]string, error) {
-	objs := map[string]string{}
+// nodeObjects are a node's compiled programs.
+type nodeObjects struct{ host, lxc string }
+
+// compileNodes builds bpf_host and bpf_lxc for every node at once (one clang per program and node; each takes
+// 2-3 s): the node's address and its pods' gateway are compiled in.
+func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects, error) {
+	objs := map[string]nodeObjects{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var errs []error
 	for _, n := range nodes {
-		wg.Go(func() {
-			obj, err := datapath.Compile(ctx, datapath.Options{NodeIP: netip.MustParseAddr(n.IP)}, datapath.CacheDir())
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			objs[n.Name] = obj
-		})
+		gw, err := workload.Gateway(n.PodCIDR)
+		if err != nil {
+			return nil, err
+		}
+		for _, prog := range []datapath.Program{datapath.Host, datapath.LXC} {
+			wg.Go(func() {
+				o := datapath.Options{Program: prog, NodeIP: netip.MustParseAddr(n.IP), RouterIP: gw.Addr()}
+				obj, err := datapath.Compile(ctx, o, datapath.CacheDir())
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				no := objs[n.Name]
+				if prog == datapath.Host {
+					no.host = obj
+				} else {
+					no.lxc = obj
+				}
+				objs[n.Name] = no
+			})
+		}
 	}
 	wg.Wait()
 	if len(errs) > 0 {
@@ -145,15 +163,20 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]string, err
 }
 
 // ebpfProxyArgv is the command line of a node's k8sguide-cilium.
-func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab.Node, object string) []string {
+func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab.Node, objs nodeObjects) []string {
 	alg := cfg.LBAlgorithm
 	if alg == "" {
 		alg = lab.LBRandom
 	}
+	gw, _ := workload.Gateway(n.PodCIDR) // compileNodes parsed it
 	return []string{agent, "node",
 		"--node", n.Name,
 		"--node-ip", n.IP,
-		"--object", object,
+		"--object", objs.host,
+		"--lxc-object", objs.lxc,
+		"--pod-cidr", n.PodCIDR,
+		"--router-ip", gw.Addr().String(),
+		"--pod-netns-prefix", podNamespace(cfg.Name, ""),
 		"--bpffs", NodeBPFFS(p.Store, cfg.Name, n.Name),
 		"--devices", strings.Join(ebpfDevices, ","),
 		"--lb-algorithm", alg,

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 	kubeletutil "k8s.io/kubernetes/pkg/kubelet/util"
 	"k8s.io/utils/clock"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
@@ -126,7 +128,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 		return err
 	}
 	if node.Role == lab.ControlPlane {
-		if err := initControlPlane(ctx, cp, len(st.Nodes) > 1); err != nil {
+		if err := initControlPlane(ctx, cp, len(st.Nodes) > 1, st.Config.Dataplane == dataplanes.EBPF); err != nil {
 			return err
 		}
 	}
@@ -140,7 +142,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	node.PodCIDR = registered.Spec.PodCIDR
 	go runProxy(ctx, store, labName, nodeName)
 	go func() {
-		if err := runPods(ctx, client, exe, labName, store.Dir(labName), node); err != nil {
+		if err := runPods(ctx, client, exe, labName, store.Dir(labName), node, st.Config.Dataplane == dataplanes.EBPF); err != nil {
 			logger.Error(err, "pods")
 		}
 	}()
@@ -365,7 +367,7 @@ func reportStatus(ctx context.Context, client kubernetes.Interface, name string)
 // group (admin.conf's) to cluster-admin, and mark the control-plane node (its label, and the NoSchedule taint
 // when the lab has workers: a lab of one node runs its pods on the control plane, as kind removes the taint
 // from a cluster without workers).
-func initControlPlane(ctx context.Context, cp controlplane.Config, hasWorkers bool) error {
+func initControlPlane(ctx context.Context, cp controlplane.Config, hasWorkers, cilium bool) error {
 	admin, err := clientFor(cp.AdminKubeconfig())
 	if err != nil {
 		return err
@@ -383,6 +385,35 @@ func initControlPlane(ctx context.Context, cp controlplane.Config, hasWorkers bo
 	}
 	if err := markcontrolplane.MarkControlPlane(super, cp.NodeName, taints); err != nil {
 		return fmt.Errorf("marking the control-plane node: %w", err)
+	}
+	if cilium {
+		return bindCiliumRole(ctx, super)
+	}
+	return nil
+}
+
+// bindCiliumRole gives the ebpf dataplane's node agents what Cilium's Helm chart gives cilium-agent's
+// ServiceAccount, as far as they read it: the agents run with kube-proxy's credentials, whose
+// system:node-proxier role reads Services, EndpointSlices and Nodes but not the Pods an agent makes endpoints
+// for. Cilium's ClusterRole is named cilium; this one holds the read rules the lab's agent uses.
+func bindCiliumRole(ctx context.Context, client kubernetes.Interface) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "cilium"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods", "services", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cilium"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cilium"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:kube-proxy"}},
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the cilium ClusterRole: %w", err)
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the cilium ClusterRoleBinding: %w", err)
 	}
 	return nil
 }

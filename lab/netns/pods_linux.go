@@ -100,10 +100,13 @@ type podRunner struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	ipam    *podIPAM
+	// cilium: pods are wired as Cilium's CNI plugin wires them (a veth of their own, no bridge), for the
+	// ebpf dataplane's agent to make their endpoints.
+	cilium bool
 }
 
 // runPods watches the pods bound to node (as the kubelet does, by field selector) and runs each until ctx ends.
-func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, logDir string, node lab.Node) error {
+func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, logDir string, node lab.Node, cilium bool) error {
 	ipam, err := newPodIPAM(node.PodCIDR)
 	if err != nil {
 		return err
@@ -117,6 +120,7 @@ func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, log
 		logger:   klog.FromContext(ctx).WithName("pods"),
 		workers:  map[types.UID]*podWorker{},
 		ipam:     ipam,
+		cilium:   cilium,
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "spec.nodeName=" + node.Name
@@ -335,8 +339,31 @@ func (w *podWorker) start(ctx context.Context) error {
 		return err
 	}
 	sum := sha1.Sum([]byte(w.pod.UID))
-	hostVeth := "veth" + hex.EncodeToString(sum[:])[:8]
 	node := w.r.node.Name
+	if w.r.cilium {
+		// As Cilium's CNI plugin: the host side named lxc and a hash, the pod's address a /32 with its gateway
+		// (cilium_host's address) reached on eth0 by link, whose ARP bpf_lxc answers. The node routes the pod
+		// through cilium_host; its agent makes the endpoint once the pod's status carries the address.
+		hostVeth := "lxc" + hex.EncodeToString(sum[:])[:8]
+		for _, args := range [][]string{
+			{"netns", "add", w.netns},
+			{"-n", w.netns, "link", "set", "lo", "up"},
+			{"-n", node, "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", w.netns},
+			{"-n", node, "link", "set", hostVeth, "up"},
+			{"-n", w.netns, "addr", "add", ip.String() + "/32", "dev", "eth0"},
+			{"-n", w.netns, "link", "set", "eth0", "up"},
+			{"-n", w.netns, "route", "add", gw.Addr().String(), "dev", "eth0", "scope", "link"},
+			{"-n", w.netns, "route", "add", "default", "via", gw.Addr().String(), "dev", "eth0"},
+		} {
+			if err := ipCmd(ctx, args...); err != nil {
+				return err
+			}
+		}
+		w.started = metav1.Now()
+		w.pulled()
+		return nil
+	}
+	hostVeth := "veth" + hex.EncodeToString(sum[:])[:8]
 	for _, args := range [][]string{
 		{"netns", "add", w.netns},
 		{"-n", w.netns, "link", "set", "lo", "up"},
@@ -356,10 +383,15 @@ func (w *podWorker) start(ctx context.Context) error {
 		}
 	}
 	w.started = metav1.Now()
+	w.pulled()
+	return nil
+}
+
+// pulled records, per container, that its image was not pulled.
+func (w *podWorker) pulled() {
 	for _, c := range w.pod.Spec.Containers {
 		w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Pulled", "Container image %q not pulled: a netns lab runs k8sguide's pod server in place of container %s", c.Image, c.Name)
 	}
-	return nil
 }
 
 // ports are what the pod server serves: the TCP and UDP ports the containers declare; a pod that declares none

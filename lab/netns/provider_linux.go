@@ -166,7 +166,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	for i := range st.Nodes {
-		if err = p.makeNode(ctx, cfg.Name, i, st.Nodes[i]); err != nil {
+		if err = p.makeNode(ctx, cfg, i, st.Nodes[i]); err != nil {
 			return err
 		}
 	}
@@ -183,7 +183,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.wirePodNetworks(ctx, st); err != nil {
 		return err
 	}
-	done("Wiring each node's pod network and the routes between them (like kindnet) 🔌")
+	if cfg.Dataplane == dataplanes.EBPF {
+		done("Routing each node's pod CIDR to its node (Cilium's native routing) 🔌")
+	} else {
+		done("Wiring each node's pod network and the routes between them (like kindnet) 🔌")
+	}
 
 	argv := func(n lab.Node) []string {
 		return nodecmd.KubeProxyArgv(p.Exe, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
@@ -193,7 +197,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if err != nil {
 			return err
 		}
-		done(fmt.Sprintf("Compiling Cilium %s bpf_host for each node 🐝", datapath.CiliumVersion))
+		done(fmt.Sprintf("Compiling Cilium %s bpf_host and bpf_lxc for each node 🐝", datapath.CiliumVersion))
 		st.BPFFS = BPFFSDir(p.Store, cfg.Name)
 		if err = h.Save(st); err != nil {
 			return err
@@ -221,7 +225,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
-		done(fmt.Sprintf("Loading Cilium's datapath (tcx on %s) and its service maps on every node 🔧", strings.Join(ebpfDevices, ", ")))
+		done(fmt.Sprintf("Loading Cilium's datapath on every node: bpf_host on %s and cilium_host, bpf_lxc per pod 🔧", strings.Join(ebpfDevices, ", ")))
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	}
@@ -259,11 +263,12 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 }
 
 // makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
-// route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR.
-func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.Node) error {
-	client := lab.ClientName(labName)
+// route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR. An ebpf
+// node has no bridge: its agent makes cilium_host, and each pod gets a veth of its own, as Cilium wires them.
+func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.Node) error {
+	client := lab.ClientName(cfg.Name)
 	port := fmt.Sprintf("veth-node%d", i)
-	for _, args := range [][]string{
+	cmds := [][]string{
 		{"netns", "add", n.Name},
 		{"-n", n.Name, "link", "set", "lo", "up"},
 		{"-n", client, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
@@ -271,8 +276,16 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 		{"-n", n.Name, "addr", "add", n.IP + "/16", "dev", "eth0"},
 		{"-n", n.Name, "link", "set", "eth0", "up"},
 		{"-n", n.Name, "route", "add", "default", "via", clientIP},
-		{"-n", n.Name, "link", "add", "cni0", "type", "bridge"},
-	} {
+	}
+	if cfg.Dataplane == dataplanes.EBPF {
+		for _, args := range cmds {
+			if err := ipCmd(ctx, args...); err != nil {
+				return err
+			}
+		}
+		return setSysctls(n.Name, map[string]string{"net/ipv4/ip_forward": "1"})
+	}
+	for _, args := range append(cmds, []string{"-n", n.Name, "link", "add", "cni0", "type", "bridge"}) {
 		if err := ipCmd(ctx, args...); err != nil {
 			return err
 		}
@@ -287,17 +300,21 @@ func (p *Provider) makeNode(ctx context.Context, labName string, i int, n lab.No
 
 // wirePodNetworks does what kindnet does with the pod CIDRs the controller-manager gave the nodes: each node's
 // pod bridge holds the first address of its CIDR (the pods' gateway), and each node routes the other nodes' CIDRs
-// via their addresses.
+// via their addresses. On an ebpf lab the routes are Cilium's native routing with auto-direct-node-routes, and
+// the gateway is cilium_host's, which the node's agent makes.
 func (p *Provider) wirePodNetworks(ctx context.Context, st *state.Lab) error {
 	for _, n := range st.Nodes {
 		gw, err := workload.Gateway(n.PodCIDR)
 		if err != nil {
 			return err
 		}
-		cmds := [][]string{
-			{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
-			{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
-			{"-n", n.Name, "link", "set", "cni0", "up"},
+		var cmds [][]string
+		if st.Config.Dataplane != dataplanes.EBPF {
+			cmds = [][]string{
+				{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
+				{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
+				{"-n", n.Name, "link", "set", "cni0", "up"},
+			}
 		}
 		for _, other := range st.Nodes {
 			if other.Name != n.Name {

@@ -26,19 +26,30 @@ type options struct {
 	lbAlgorithm   string
 	nodePortRange [2]uint16
 	kubeconfig    string
+	// The node's pod network: its pod CIDR, cilium_host's address (the pods' gateway), the bpf_lxc object
+	// every pod endpoint loads, and the prefix of the pods' network namespaces (under /run/netns) before their
+	// UID.
+	podCIDR        netip.Prefix
+	routerIP       netip.Addr
+	lxcObject      string
+	podNetnsPrefix string
 }
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "node" {
-		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --bpffs DIR --devices eth0,cni0 --kubeconfig FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
+		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --lxc-object bpf_lxc.o --pod-cidr CIDR --router-ip IP --pod-netns-prefix PREFIX --bpffs DIR --devices eth0 --kubeconfig FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("node", flag.ExitOnError)
 	var o options
-	var nodeIP, devices, npRange string
+	var nodeIP, devices, npRange, podCIDR, routerIP string
 	fs.StringVar(&o.node, "node", "", "the node's name")
 	fs.StringVar(&nodeIP, "node-ip", "", "the node's address on its external interface")
 	fs.StringVar(&o.object, "object", "", "the compiled bpf_host.o for this node")
+	fs.StringVar(&o.lxcObject, "lxc-object", "", "the compiled bpf_lxc.o for this node's pods")
+	fs.StringVar(&podCIDR, "pod-cidr", "", "the node's pod CIDR")
+	fs.StringVar(&routerIP, "router-ip", "", "cilium_host's address: the pods' gateway")
+	fs.StringVar(&o.podNetnsPrefix, "pod-netns-prefix", "", "a pod's network namespace is this prefix and its UID")
 	fs.StringVar(&o.bpffs, "bpffs", "", "the node's directory on a bpf filesystem: maps in tc/globals, links in links/")
 	fs.StringVar(&devices, "devices", "eth0", "interfaces to attach bpf_host to (the first is the NodePort device)")
 	fs.StringVar(&o.lbAlgorithm, "lb-algorithm", "random", "random or maglev (--bpf-lb-algorithm)")
@@ -49,6 +60,12 @@ func main() {
 	if o.nodeIP, err = netip.ParseAddr(nodeIP); err != nil || !o.nodeIP.Is4() {
 		fail(fmt.Errorf("--node-ip %q: want an IPv4 address", nodeIP))
 	}
+	if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil || !o.podCIDR.Addr().Is4() {
+		fail(fmt.Errorf("--pod-cidr %q: want an IPv4 CIDR", podCIDR))
+	}
+	if o.routerIP, err = netip.ParseAddr(routerIP); err != nil || !o.podCIDR.Contains(o.routerIP) {
+		fail(fmt.Errorf("--router-ip %q: want an address of the pod CIDR", routerIP))
+	}
 	o.devices = strings.Split(devices, ",")
 	o.nodePortDev = o.devices[0]
 	if _, err := fmt.Sscanf(npRange, "%d-%d", &o.nodePortRange[0], &o.nodePortRange[1]); err != nil {
@@ -57,8 +74,8 @@ func main() {
 	if o.lbAlgorithm != "random" && o.lbAlgorithm != "maglev" {
 		fail(fmt.Errorf("--lb-algorithm %q: want random or maglev", o.lbAlgorithm))
 	}
-	if o.node == "" || o.object == "" || o.bpffs == "" || o.kubeconfig == "" {
-		fail(errors.New("--node, --object, --bpffs and --kubeconfig are required"))
+	if o.node == "" || o.object == "" || o.lxcObject == "" || o.podNetnsPrefix == "" || o.bpffs == "" || o.kubeconfig == "" {
+		fail(errors.New("--node, --object, --lxc-object, --pod-netns-prefix, --bpffs and --kubeconfig are required"))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
 	// client-go logs through klog (a watch that failed, a relist): into the same log, in the same format.
@@ -91,5 +108,28 @@ func run(ctx context.Context, logger *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	return w.follow(ctx, cs)
+	eps, err := newEndpointManager(logger, dp, o)
+	if err != nil {
+		return err
+	}
+	// The endpoints and the load balancer are two controllers of the agent's, as in Cilium: either failing
+	// ends the agent.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := eps.follow(ctx, cs); err != nil {
+			cancel(err)
+		}
+	}()
+	err = w.follow(ctx, cs)
+	cancel(err)
+	<-done
+	if err == nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}
+	return err
 }
