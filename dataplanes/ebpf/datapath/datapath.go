@@ -153,9 +153,12 @@ func Defines(o Options) []string {
 		"-DENABLE_IPV4=1",
 		"-DENABLE_NODEPORT=1",
 		fmt.Sprintf("-DIPV4_DIRECT_ROUTING=%#x", le32(o.NodeIP)),
-		// The agent's default --service-no-backend-response=reject: a Service without backends answers with
-		// ICMP port unreachable (tail call CILIUM_CALL_IPV4_NO_SERVICE), as kube-proxy's reject rules do.
-		"-DSERVICE_NO_BACKEND_RESPONSE=1",
+		// Not SERVICE_NO_BACKEND_RESPONSE (the agent's default --service-no-backend-response=reject): built
+		// with it, bpf_host does send the ICMP port unreachable for a Service without backends (seen on the
+		// client's veth), but the client's IP layer discards it (IpInDiscards; the frame carries 32 bytes
+		// past the IP total length; why it is discarded is not pinned down), so the connection hangs as on a
+		// drop. Without it the datapath drops, which is what a client here sees either way, and what the
+		// trace then says.
 		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
 		// carry the protocol and the define is gone. ENABLE_HOST_ROUTING and ENABLE_SESSION_AFFINITY are gone
 		// too: enable_bpf_host_routing is a load-time constant and affinity is always compiled in.)
