@@ -18,6 +18,10 @@ func (Engine) Records(trace.Hop) bool { return true }
 // record of the choice is that entry.
 func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow, _ bool) {
 	pred, conn := v.Prediction, v.Connection
+	chain := chainNetdev
+	if len(pred.Paths) > 0 && len(pred.Paths[0].Hops) > 0 {
+		chain = pred.Paths[0].Hops[0].Chain
+	}
 	var backend *netip.AddrPort
 	if after, err := Decode(part); err == nil && len(part) > 0 {
 		for _, row := range after.CT {
@@ -27,7 +31,7 @@ func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow
 			if k.Flags&TupleService == 0 || k.Daddr != flow.Dst || k.Saddr != flow.Src || k.Dport != flow.Sport || k.Sport != flow.Dport {
 				continue
 			}
-			ev := trace.KernelEvent{Table: row.Map, Chain: "cil_from_netdev", Kind: "entry", Text: row.String()}
+			ev := trace.KernelEvent{Table: row.Map, Chain: chain, Kind: "entry", Text: row.String()}
 			for _, b := range after.Backends {
 				if uint64(b.ID) == row.Value.BackendID {
 					a := netip.AddrPortFrom(b.Value.Address, b.Value.Port)

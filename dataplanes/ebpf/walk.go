@@ -20,8 +20,14 @@ func Walk(s *State, flow trace.Flow, names func(netip.Addr) (pod, node string)) 
 }
 
 // WalkFrom is Walk for a packet arriving on the interface iif (the program attached there handles it); ""
-// picks the interface that holds the destination, as for a NodePort.
+// picks the interface that holds the destination, as for a NodePort. A packet whose source is one of the
+// node's pod endpoints (cilium_lxc) is the pod's: bpf_lxc's cil_from_container takes it on the pod's veth.
 func WalkFrom(s *State, flow trace.Flow, iif string, names func(netip.Addr) (pod, node string)) (paths []trace.Path, notes []string, ct *trace.Conntrack) {
+	if ep, ok := s.endpoint(flow.Src); ok && ep.Value.Flags&EndpointFlagHost == 0 && flow.Src.Is4() {
+		w := newContainerWalker(s, flow, ep, names)
+		w.runContainer()
+		return w.paths, w.notes, w.ct
+	}
 	w := newWalker(s, flow, iif, names)
 	w.run()
 	return w.paths, w.notes, w.ct
@@ -37,8 +43,12 @@ type walker struct {
 	// cfgKnown is false when no attached program was found: the walk then assumes Cilium's defaults.
 	cfgKnown bool
 	hook     string
-	proto    uint8
-	ctMap    string
+	// chain is the program the walk is in: cil_from_netdev (bpf_host) or cil_from_container (bpf_lxc).
+	chain string
+	// sender is the sending pod's endpoint when the walk is bpf_lxc's.
+	sender *EndpointEntry
+	proto  uint8
+	ctMap  string
 
 	paths []trace.Path
 	notes []string
@@ -55,10 +65,13 @@ func (b branch) with(h ...trace.Hop) branch {
 	return branch{hops: append(slices.Clone(b.hops), h...), prob: b.prob}
 }
 
-const chain = "cil_from_netdev"
+const (
+	chainNetdev    = "cil_from_netdev"
+	chainContainer = "cil_from_container"
+)
 
 func newWalker(s *State, flow trace.Flow, iif string, names func(netip.Addr) (string, string)) *walker {
-	w := &walker{s: s, flow: flow, names: names}
+	w := &walker{s: s, flow: flow, names: names, chain: chainNetdev}
 	w.prog = w.ingressProgram(iif)
 	w.hook = "tcx ingress"
 	if w.prog != nil {
@@ -82,7 +95,7 @@ func (w *walker) ingressProgram(iif string) *Program {
 	var cands []*Program
 	for i := range w.s.Programs {
 		p := &w.s.Programs[i]
-		if p.Direction == "ingress" && p.Name == chain {
+		if p.Direction == "ingress" && p.Name == chainNetdev {
 			if iif != "" && p.Interface == iif {
 				return p
 			}
@@ -114,7 +127,7 @@ func (w *walker) note(n string) {
 }
 
 func (w *walker) hop(table, text string) trace.Hop {
-	return trace.Hop{Hook: w.hook, Table: table, Chain: chain, Text: text}
+	return trace.Hop{Hook: w.hook, Table: table, Chain: w.chain, Text: text}
 }
 
 // finish ends a branch.

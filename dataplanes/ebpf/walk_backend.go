@@ -236,6 +236,10 @@ func (w *walker) backend(c choice, svc ServiceEntry, tuple CTTuple) {
 		h.Changes = append(h.Changes, fmt.Sprintf("%s: client %s, rev-NAT %d -> backend %d, last used now", MapAffinity, f.Src, svc.Value.RevNAT, c.id))
 	}
 	b := c.b.with(h)
+	if w.chain == chainContainer {
+		w.containerDelivery(b, svc, dst)
+		return
+	}
 
 	// backend_local = __lookup_ip4_endpoint(backend->address)
 	ekey, _ := EndpointKey{Address: be.Value.Address, Family: EndpointIPv4}.MarshalBinary()

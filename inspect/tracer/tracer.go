@@ -229,6 +229,13 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		if t.Paths, t.Notes, t.Conntrack, err = o.walker.Walk(flow, origin.Iif, origin.FromNode, names); err != nil {
 			return nil, err
 		}
+		// The engine knows where its program took the packet (a pod's own veth, on an ebpf node), which the
+		// route to the source need not say.
+		if len(t.Paths) > 0 && len(t.Paths[0].Hops) > 0 {
+			if dev, ok := strings.CutPrefix(t.Paths[0].Hops[0].Hook, "tcx ingress "); ok {
+				t.Packet.InIface = dev
+			}
+		}
 		t.Finish()
 		t.Service = qualifyService(s, t.Service, flow)
 		return t, nil
