@@ -128,7 +128,10 @@ type ConnectExpect struct {
 	Pods *PodSet `yaml:"pods,omitempty" json:"pods,omitempty"`
 	// Source is the source address every answering pod saw: client (the sender's own address), node (an address
 	// of the node the connection was sent to: its SNAT), hairpin (the sending pod's own address, except where
-	// the sender answered itself: an address of its node), or an address (by reference).
+	// the sender answered itself: an address of its node; hairpin:ADDR where it answered itself from ADDR),
+	// remote (the sender's own address at the pods of the
+	// node it was sent to, the node's address at pods elsewhere: SNAT only to reach another node, as Cilium's
+	// NodePort), or an address (by reference).
 	Source string `yaml:"source,omitempty" json:"source,omitempty"`
 }
 
@@ -179,8 +182,10 @@ type TraceExpect struct {
 	Endpoints *PodSet `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
 	// Chances: equal (every endpoint 1/n), rr (a round-robin turn for each), or the chances, largest first.
 	Chances *Chances `yaml:"chances,omitempty" json:"chances,omitempty"`
-	// SNAT is the source every endpoint sees: node (an address of the tracing node), none (the packet's own), or
-	// hairpin (the packet's own, except on the path back to the sending pod: an address of the node).
+	// SNAT is the source every endpoint sees: node (an address of the tracing node), none (the packet's own),
+	// hairpin (the packet's own, except on the path back to the sending pod: an address of the node;
+	// hairpin:ADDR: ADDR on that path), or remote
+	// (the packet's own at the tracing node's pods, an address of the node at pods elsewhere).
 	SNAT string `yaml:"snat,omitempty" json:"snat,omitempty"`
 	// Notes must each appear in one of the trace's notes.
 	Notes []string `yaml:"notes,omitempty" json:"notes,omitempty"`

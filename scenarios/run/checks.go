@@ -43,6 +43,8 @@ type Expected struct {
 	SenderNodeAddrs []string
 	// Source is a source given by address (a reference, expanded).
 	Source string
+	// LocalPods are the Service's ready pods (namespace/name) on the node the packet is sent to or traced on.
+	LocalPods []string
 }
 
 // CheckConnect measures connections against an expectation. A pod answers with its name (its hostname), so pods
@@ -57,6 +59,10 @@ func CheckConnect(want scenarios.ConnectExpect, x Expected, out ConnectOutput) [
 		x.Pods = names
 	}
 	x.SenderPod = podName(x.SenderPod)
+	local := map[string]bool{}
+	for _, p := range x.LocalPods {
+		local[podName(p)] = true
+	}
 	// The pod says the address and port it saw; the port is the (translated) source port, not checked.
 	conns := slices.Clone(out.Connections)
 	for i := range conns {
@@ -133,6 +139,23 @@ func CheckConnect(want scenarios.ConnectExpect, x Expected, out ConnectOutput) [
 				}
 				return c.Client == x.Sender
 			}
+		case "hairpin:" + strings.TrimPrefix(want.Source, "hairpin:"):
+			self := strings.TrimPrefix(want.Source, "hairpin:")
+			expected = fmt.Sprintf("%s: the sender's own address %s, or where %s answered itself %s", want.Source, x.Sender, x.SenderPod, self)
+			ok = func(c trace.Connection) bool {
+				if c.Pod == x.SenderPod {
+					return c.Client == self
+				}
+				return c.Client == x.Sender
+			}
+		case "remote":
+			expected = fmt.Sprintf("remote: the sender's own address %s at the node's own pods, an address of the node (%s) at pods elsewhere", x.Sender, strings.Join(x.NodeAddrs, " or "))
+			ok = func(c trace.Connection) bool {
+				if local[c.Pod] {
+					return c.Client == x.Sender
+				}
+				return slices.Contains(x.NodeAddrs, c.Client)
+			}
 		default:
 			expected = x.Source
 			ok = func(c trace.Connection) bool { return c.Client == x.Source }
@@ -187,6 +210,10 @@ func CheckTrace(want scenarios.TraceExpect, x Expected, out TraceOutput) []Misma
 			expected = "none: the packet's own source " + src
 		case "hairpin":
 			expected = "hairpin: the packet's own source " + src + ", but on the path back to the sender an address of the node (" + strings.Join(x.NodeAddrs, " or ") + ")"
+		case "hairpin:" + strings.TrimPrefix(want.SNAT, "hairpin:"):
+			expected = want.SNAT + ": the packet's own source " + src + ", but on the path back to the sender " + strings.TrimPrefix(want.SNAT, "hairpin:")
+		case "remote":
+			expected = "remote: the packet's own source " + src + " at the node's own pods, an address of the node (" + strings.Join(x.NodeAddrs, " or ") + ") at pods elsewhere"
 		}
 		var all []string
 		bad := false
@@ -210,6 +237,18 @@ func CheckTrace(want scenarios.TraceExpect, x Expected, out TraceOutput) []Misma
 					bad = bad || !slices.Contains(x.NodeAddrs, snat)
 				} else {
 					bad = bad || snat != src
+				}
+			case "hairpin:" + strings.TrimPrefix(want.SNAT, "hairpin:"):
+				if to == src {
+					bad = bad || snat != strings.TrimPrefix(want.SNAT, "hairpin:")
+				} else {
+					bad = bad || snat != src
+				}
+			case "remote":
+				if p.Endpoint != nil && slices.Contains(x.LocalPods, p.Endpoint.Pod) {
+					bad = bad || snat != src
+				} else {
+					bad = bad || !slices.Contains(x.NodeAddrs, snat)
 				}
 			}
 		}
@@ -486,6 +525,13 @@ func (c *cellRun) expected(ctx context.Context, set *scenarios.PodSet, service, 
 			return x, err
 		}
 		x.NodeAddrs = addrs
+	}
+	if node != "" && service != "" {
+		for _, e := range c.labs.endpoints(service) {
+			if e.Node == c.labs.nodeName(node) {
+				x.LocalPods = append(x.LocalPods, e.Pod)
+			}
+		}
 	}
 	if set == nil {
 		return x, nil

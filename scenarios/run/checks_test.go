@@ -82,6 +82,15 @@ func TestCheckTrace(t *testing.T) {
 		}
 		return run.CheckTrace(expect[scenarios.TraceExpect](t, e), x, out)
 	})
+	// remote: every endpoint here is elsewhere (SNAT to the node); one made local must then see the packet's own.
+	if ms := check("{snat: remote}"); len(ms) > 0 {
+		t.Errorf("remote, no local endpoint: %+v", ms)
+	}
+	local := x
+	local.LocalPods = pods[:1]
+	if ms := run.CheckTrace(expect[scenarios.TraceExpect](t, "{snat: remote}"), local, out); len(ms) != 1 || !strings.Contains(ms[0].Expected, "at the tracing node's pods") && !strings.Contains(ms[0].Expected, "at the node's own pods") {
+		t.Errorf("remote with a local endpoint SNATed: %+v", ms)
+	}
 	v.Result, v.Reasons = "disagree", []string{"the kernel hit another rule"}
 	if ms := run.CheckTrace(expect[scenarios.TraceExpect](t, "{verify: agree}"), x, out); len(ms) != 1 || !strings.Contains(ms[0].Actual, "disagree: the kernel hit another rule") {
 		t.Errorf("a disagreeing verification: %+v", ms)
@@ -101,6 +110,22 @@ func TestCheckConnect(t *testing.T) {
 		"{pods: one}":      {"one: the same endpoint every time", "web-7b49f5dc7-jbph6, web-7b49f5dc7-s9qzx, web-7b49f5dc7-xhpz9"},
 		"{source: client}": {"the sender's own address 172.18.0.1", "saw 172.18.0.4"},
 	}, check)
+	// remote: the pods of the node sent to must see the client, the others the node. No pod here is local, so
+	// every one seeing the node passes; with one of them local, that one must have seen the client.
+	if ms := check("{source: remote}"); len(ms) > 0 {
+		t.Errorf("remote, no local pod: %+v", ms)
+	}
+	local := x
+	local.LocalPods = pods[:1]
+	wrong(t, map[string][2]string{"{source: remote}": {"the sender's own address 172.18.0.1 at the node's own pods", pods[0][len("default/"):] + " saw 10.244.2.1"}}, func(e string) []run.Mismatch {
+		return run.CheckConnect(expect[scenarios.ConnectExpect](t, e), local, out)
+	})
+	// hairpin:ADDR: a pod answering itself saw ADDR, every other the sender.
+	self := x
+	self.Sender, self.SenderPod = "172.18.0.4", pods[0]
+	wrong(t, map[string][2]string{`{source: "hairpin:169.254.42.1"}`: {"answered itself 169.254.42.1", pods[0][len("default/"):] + " saw 10.244.2.1"}}, func(e string) []run.Mismatch {
+		return run.CheckConnect(expect[scenarios.ConnectExpect](t, e), self, out)
+	})
 	none := x
 	none.Pods = []string{} // what the runner resolves "none" to
 	wrong(t, map[string][2]string{"{pods: none}": {"none: none", "web-7b49f5dc7-jbph6"}}, func(e string) []run.Mismatch {
