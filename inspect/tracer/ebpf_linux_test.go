@@ -215,19 +215,39 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	if len(answered) != 3 {
 		t.Errorf("30 connections were answered by %v; want all 3 pods", answered)
 	}
-	// Flows the datapath does not load-balance, checked the same way: a port with no frontend passes to the
-	// node's stack (refused); a pod's packet to a ClusterIP meets bpf_host on the pod bridge, which drops
-	// ClusterIP traffic (Cilium balances it earlier, in bpf_lxc or the socket LB, which this lab does not
-	// load): no conntrack entry, and a connection that fails as predicted.
+	// A flow the datapath does not load-balance, checked the same way: a port with no frontend passes to the
+	// node's stack (refused): no conntrack entry, and a connection that fails as predicted.
 	unused := netip.AddrPortFrom(dst.Addr(), 39999).String()
 	if v := verify(t, name, "--node", node, "--dst", unused); v.Result != "agree" || v.Prediction.Verdict == trace.Delivered {
 		t.Errorf("no frontend: %s", disagreement(v))
 	}
-	if pod := podOn(t, name, node); pod != "" {
-		v := verify(t, name, "--node", node, "--dst", clusterIP(t, name, "web")+":80", "--from", "pod/"+pod)
-		if v.Result != "agree" || v.Prediction.Verdict != trace.Dropped {
-			t.Errorf("pod to ClusterIP: verdict %s, %s", v.Prediction.Verdict, disagreement(v))
+	// The ClusterIP from every pod: bpf_lxc on the pod's veth balances it per packet. 30 real connections from
+	// each pod, each one traced on the pod's node and compared with the conntrack entry bpf_lxc wrote; a pod
+	// its Service sends back to itself sees Cilium's service loopback address, the others the pod's own.
+	cip := clusterIP(t, name, "web") + ":80"
+	w, _ := e2etest.Provider().Workloads(t.Context(), name)
+	pods, _ := w.Pods(t.Context())
+	overall := map[string]int{}
+	for _, p := range pods {
+		if p.Labels["app"] != "web" {
+			continue
 		}
+		for range 30 {
+			v := verify(t, name, "--node", p.Spec.NodeName, "--dst", cip, "--from", "pod/"+p.Name)
+			if v.Result != "agree" || v.Prediction.Verdict != trace.Delivered {
+				t.Errorf("pod %s to the ClusterIP: %s", p.Name, disagreement(v))
+				continue
+			}
+			overall[v.Connection.Pod]++
+			src, _, _ := strings.Cut(v.Connection.Client, ":")
+			if want := map[bool]string{true: "169.254.42.1", false: p.Status.PodIP}[v.Connection.Pod == p.Name]; src != want {
+				t.Errorf("pod %s to the ClusterIP, answered by %s from %s: want source %s", p.Name, v.Connection.Pod, src, want)
+			}
+		}
+	}
+	t.Logf("ClusterIP connections from the pods answered by %v", overall)
+	if len(overall) != 3 {
+		t.Errorf("the pods' ClusterIP connections were answered by %v; want all 3 pods", overall)
 	}
 
 	// Offline: a saved snapshot carries the maps and traces exactly like the live node.
