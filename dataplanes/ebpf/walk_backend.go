@@ -84,6 +84,13 @@ func (w *walker) affinity(b *branch, svc ServiceEntry) (choice, bool) {
 // slot or the Maglev table entry.
 func (w *walker) selectBackend(b branch, svc ServiceEntry) []choice {
 	alg, from := w.cfg.LBDefaultAlg, "lb_default_alg"
+	def := w.cfg.LBDefaultAlg
+	if w.chain == chainContainer && alg != AlgRandom {
+		// lb_default_algorithm(): bpf_lxc (IS_BPF_LXC) always defaults to random; the node-wide Maglev
+		// default has no tables for unannotated ClusterIPs.
+		w.note("bpf_lxc's default selection is random whatever the node's lb_default_alg (lb_default_algorithm: Maglev tables exist for external frontends only)")
+		alg, def, from = AlgRandom, AlgRandom, "bpf_lxc's lb_default_algorithm()"
+	}
 	if w.cfg.LBSelectionPerService {
 		alg, from = svc.Value.LBAlg(), "the frontend's algorithm (lb_selection_per_service)"
 	}
@@ -94,7 +101,7 @@ func (w *walker) selectBackend(b branch, svc ServiceEntry) []choice {
 	switch alg {
 	case AlgMaglev, AlgRandom, AlgFirst:
 	default:
-		alg, from = w.cfg.LBDefaultAlg, "lb_default_alg (the frontend names no algorithm)"
+		alg, from = def, from+" (the frontend names no algorithm)"
 	}
 	switch alg {
 	case AlgRandom:
