@@ -74,3 +74,68 @@ func sortedServices(s *State) []ServiceEntry {
 func frontendString(k ServiceKey) string {
 	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Address, k.Port), ProtoName(k.Proto))
 }
+
+// EndpointMap is what `cilium-dbg bpf endpoint list -o json` prints: each key with its entries.
+func EndpointMap(s *State) map[string][]string {
+	out := map[string][]string{}
+	for _, e := range s.Endpoints {
+		k, v := endpointKeyString(e.Key), endpointInfoString(e)
+		out[k] = append(out[k], v)
+	}
+	return out
+}
+
+// endpointKeyString is EndpointKey.String(): the address (with @cluster when set) and the key byte.
+func endpointKeyString(k EndpointKey) string {
+	if k.ClusterID != 0 {
+		return fmt.Sprintf("%s@%d:%d", k.Address, k.ClusterID, k.Key)
+	}
+	return fmt.Sprintf("%s:%d", k.Address, k.Key)
+}
+
+// EndpointList prints what `cilium-dbg bpf endpoint list` prints: one line per cilium_lxc entry, the key as
+// EndpointKey.String() (address:key) and the value as lxcmap's EndpointInfo.String() ("(localhost)" for the
+// node's own addresses), through cilium-dbg's TablePrinter (sorted by key, as it sorts).
+func EndpointList(s *State) string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 5, 0, 3, ' ', 0)
+	// No trailing cell (cilium-dbg's TablePrinter has one): its padding would run lines past the terminal.
+	fmt.Fprintf(w, "%s\t%s\n", "IP ADDRESS", "LOCAL ENDPOINT INFO")
+	rows := map[string]string{}
+	var keys []string
+	for _, e := range s.Endpoints {
+		k := endpointKeyString(e.Key)
+		keys = append(keys, k)
+		rows[k] = endpointInfoString(e)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%s\n", k, rows[k])
+	}
+	w.Flush()
+	return sb.String()
+}
+
+// endpointInfoString is lxcmap's EndpointInfo.String(): the MACs are read from the value's bytes (mac_t at
+// offsets 16 and 24), printed as mac.Uint64MAC prints them.
+func endpointInfoString(e EndpointEntry) string {
+	v := e.Value
+	if v.Flags&EndpointFlagHost != 0 {
+		return "(localhost)"
+	}
+	b := []byte(e.Raw.Value)
+	mac := func(off int) string {
+		if len(b) < off+6 {
+			return "00:00:00:00:00:00"
+		}
+		return fmt.Sprintf("%02X:%02X:%02X:%02X:%02X:%02X", b[off], b[off+1], b[off+2], b[off+3], b[off+4], b[off+5])
+	}
+	u32 := func(off int) uint32 {
+		if len(b) < off+4 {
+			return 0
+		}
+		return host.Uint32(b[off : off+4])
+	}
+	return fmt.Sprintf("id=%-5d sec_id=%-5d flags=0x%04X ifindex=%-3d mac=%s nodemac=%s parent_ifindex=%-3d rt_info:%d",
+		v.LxcID, v.SecID, v.Flags, v.Ifindex, mac(16), mac(24), u32(36), u32(12))
+}

@@ -1,6 +1,7 @@
 package ebpf
 
 import (
+	"encoding/hex"
 	"net/netip"
 	"strings"
 	"testing"
@@ -71,5 +72,24 @@ func TestServiceFlagsString(t *testing.T) {
 		if got := f.String(); got != want {
 			t.Errorf("%#x: %q, want %q", uint16(f), got, want)
 		}
+	}
+}
+
+// TestEndpointList prints cilium_lxc as cilium-dbg bpf endpoint list does: the value bytes of a pod endpoint
+// (endpoint_info: ifindex 5, lxc_id 3, flags 0, mac at 16, node_mac at 24, sec_id 11616 at 32) and a host entry.
+func TestEndpointList(t *testing.T) {
+	val, _ := hex.DecodeString("05000000000003000000000000000000626f7ae59d340000aa7ababf60380000602d00000000000000000000")
+	s := &State{Endpoints: []EndpointEntry{
+		{Key: EndpointKey{Address: netip.MustParseAddr("10.244.1.2"), Family: EndpointIPv4}, Value: EndpointInfo{Ifindex: 5, LxcID: 3, SecID: 11616}, Raw: Raw{Value: val}},
+		{Key: EndpointKey{Address: netip.MustParseAddr("172.18.0.3"), Family: EndpointIPv4}, Value: EndpointInfo{Flags: EndpointFlagHost}},
+	}}
+	want := "IP ADDRESS     LOCAL ENDPOINT INFO\n" +
+		"10.244.1.2:0   id=3     sec_id=11616 flags=0x0000 ifindex=5   mac=62:6F:7A:E5:9D:34 nodemac=AA:7A:BA:BF:60:38 parent_ifindex=0   rt_info:0\n" +
+		"172.18.0.3:0   (localhost)\n"
+	if got := EndpointList(s); got != want {
+		t.Errorf("EndpointList:\n%s\nwant:\n%s", got, want)
+	}
+	if m := EndpointMap(s); len(m) != 2 || m["172.18.0.3:0"][0] != "(localhost)" {
+		t.Errorf("EndpointMap: %v", m)
 	}
 }

@@ -1,8 +1,9 @@
-// Package lb implements `k8sguide lb list`: a node's Cilium load-balancing maps as `cilium-dbg bpf lb list`
-// prints them.
+// Package lb implements `k8sguide lb list` and `lb endpoints`: a node's Cilium load-balancing maps and its
+// endpoints as `cilium-dbg bpf lb list` and `cilium-dbg bpf endpoint list` print them.
 package lb
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -23,8 +24,48 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Cilium's load-balancing maps on an ebpf node",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newListCommand(streams))
+	cmd.AddCommand(newListCommand(streams), newEndpointsCommand(streams))
 	return cmd
+}
+
+func sourceFlags(cmd *cobra.Command, f *flags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	fl.StringVar(&f.Node, "node", "", "the lab node to read (default: the first)")
+	fl.StringVar(&f.Snapshot, "snapshot", "", "read a saved snapshot instead of a live node (- for stdin)")
+	fl.StringVar(&f.BPFFS, "bpffs", "", "read the Cilium maps pinned in this directory of the machine it runs on (e.g. "+lab.DefaultCiliumMaps+" on a Cilium node)")
+}
+
+func newEndpointsCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "endpoints [--node NODE | --snapshot FILE | --bpffs DIR]",
+		Short: "Print the node's endpoints map (cilium_lxc) as `cilium-dbg bpf endpoint list` does",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.Output != "table" && f.Output != "json" {
+				return fmt.Errorf("--output %q: want table or json", f.Output)
+			}
+			st, err := ciliumMaps(cmd.Context(), mapsSource{bpffs: f.BPFFS, snapshot: f.Snapshot, in: streams.In, lab: f.Name, node: f.Node})
+			if err != nil {
+				return err
+			}
+			if f.Output == "json" {
+				return writeJSON(streams.Out, ebpf.EndpointMap(st))
+			}
+			_, err = io.WriteString(streams.Out, ebpf.EndpointList(st))
+			return err
+		},
+	}
+	sourceFlags(cmd, f)
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or json (cilium-dbg's -o json: address to entries)")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func newListCommand(streams lab.Streams) *cobra.Command {
@@ -37,12 +78,8 @@ func newListCommand(streams lab.Streams) *cobra.Command {
 			return runList(cmd, f, streams)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name")
-	fl.StringVar(&f.Node, "node", "", "the lab node to read (default: the first)")
-	fl.StringVar(&f.Snapshot, "snapshot", "", "read a saved snapshot instead of a live node (- for stdin)")
-	fl.StringVar(&f.BPFFS, "bpffs", "", "read the Cilium maps pinned in this directory of the machine it runs on (e.g. "+lab.DefaultCiliumMaps+" on a Cilium node)")
-	fl.StringVarP(&f.Output, "output", "o", "table", "table or wide")
+	sourceFlags(cmd, f)
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or wide")
 	return cmd
 }
 
