@@ -181,7 +181,7 @@ func nodeConfig(src string, o Options) ([]byte, error) {
 		return sample, nil
 	}
 	if !bytes.Contains(sample, []byte(sampleGateway)) {
-		return nil, fmt.Errorf("Cilium %s's bpf/node_config.h has no line %q to set the router address in", CiliumVersion, sampleGateway)
+		return nil, fmt.Errorf("the bpf/node_config.h of Cilium %s has no line %q to set the router address in", CiliumVersion, sampleGateway)
 	}
 	return bytes.Replace(sample, []byte(sampleGateway), fmt.Appendf(nil, "#define IPV4_GATEWAY %#x", le32(o.RouterIP)), 1), nil
 }
