@@ -116,6 +116,8 @@ const (
 	Host Program = "bpf_host"
 	// LXC is bpf_lxc.c: cil_from_container on each pod's host-side veth, cil_lxc_policy reached by tail call.
 	LXC Program = "bpf_lxc"
+	// Sock is bpf_sock.c: the socket LB, cil_sock4_connect and its siblings on the node's cgroup.
+	Sock Program = "bpf_sock"
 )
 
 // Options are what a node's build of a program depends on.
@@ -128,6 +130,10 @@ type Options struct {
 	// RouterIP is cilium_host's address (the pods' gateway): IPV4_GATEWAY in node_config.h. Unset, the sample
 	// header's value stays (a bpf_host that serves no pods never uses it).
 	RouterIP netip.Addr
+	// HostNetnsCookie is the node's network namespace cookie: HOST_NETNS_COOKIE, which bpf_sock compares a
+	// socket's namespace with to tell the node's own sockets from its pods'. Sock only (the agent writes it for
+	// every program; only bpf_sock reads it, and leaving it out of the others keeps them cacheable across labs).
+	HostNetnsCookie uint64
 }
 
 func (o Options) program() Program {
@@ -162,8 +168,11 @@ func Defines(o Options) []string {
 		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
 		// carry the protocol and the define is gone. ENABLE_HOST_ROUTING and ENABLE_SESSION_AFFINITY are gone
 		// too: enable_bpf_host_routing is a load-time constant and affinity is always compiled in.)
-		// Not ENABLE_SOCKET_LB_FULL: without bpf_sock loaded, bpf_lxc balances ClusterIPs per packet
-		// (ENABLE_PER_PACKET_LB), as Cilium does with socketLB.enabled=false.
+		// The socket LB for the node's own sockets only (socketLB.hostNamespaceOnly: bpf_sock skips a socket
+		// in another namespace than HOST_NETNS_COOKIE), so bpf_lxc balances the pods' ClusterIP traffic per
+		// packet (ENABLE_PER_PACKET_LB): the pods' processes include connections k8sguide opens in a pod's
+		// namespace from outside the node's cgroup, which bpf_sock would never see.
+		"-DENABLE_SOCKET_LB_HOST_ONLY=1",
 	}
 }
 
@@ -223,7 +232,7 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 		return "", fmt.Errorf("datapath: router IP %v is not IPv4", o.RouterIP)
 	}
 	prog := o.program()
-	if prog != Host && prog != LXC {
+	if prog != Host && prog != LXC && prog != Sock {
 		return "", fmt.Errorf("datapath: no program %q", prog)
 	}
 	clang, err := FindClang()
@@ -241,6 +250,12 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	epH := epConfig(prog)
 	args := append([]string{}, cflags...)
 	args = append(args, Defines(o)...)
+	if prog == Sock {
+		if o.HostNetnsCookie == 0 {
+			return "", errors.New("datapath: bpf_sock needs the node's network namespace cookie")
+		}
+		args = append(args, fmt.Sprintf("-DHOST_NETNS_COOKIE=%d", o.HostNetnsCookie))
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", clang.Path, clang.Version, src, CiliumVersion, prog)
 	for _, a := range args {

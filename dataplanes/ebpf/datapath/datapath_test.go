@@ -59,10 +59,10 @@ func TestDefinesCarryTheNodeIP(t *testing.T) {
 	}
 }
 
-// TestCompileBothPrograms builds bpf_host and bpf_lxc for a node from the pinned sources with the generated
+// TestCompilePrograms builds bpf_host, bpf_lxc and bpf_sock for a node from the pinned sources with the generated
 // headers: the router address must land in IPV4_GATEWAY (Cilium's sample defines it without a guard, so only a
 // node_config.h of the build's own can set it), and a second build must come from the cache.
-func TestCompileBothPrograms(t *testing.T) {
+func TestCompilePrograms(t *testing.T) {
 	if _, err := FindClang(); err != nil {
 		t.Skipf("no clang to build Cilium's datapath with: %v", err)
 	}
@@ -78,8 +78,8 @@ func TestCompileBothPrograms(t *testing.T) {
 		t.Errorf("node_config.h does not carry 10.244.1.1 as IPV4_GATEWAY")
 	}
 	cache := t.TempDir()
-	for _, p := range []Program{Host, LXC} {
-		o := Options{Program: p, NodeIP: mustAddr("172.18.0.3"), RouterIP: mustAddr("10.244.1.1")}
+	for _, p := range []Program{Host, LXC, Sock} {
+		o := Options{Program: p, NodeIP: mustAddr("172.18.0.3"), RouterIP: mustAddr("10.244.1.1"), HostNetnsCookie: 4096}
 		obj, err := Compile(t.Context(), o, cache)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
