@@ -240,6 +240,15 @@ func AssertNothingLeft(t testing.TB, name string) {
 	if dir := netns.BPFFSDir(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
 		t.Errorf("the lab's bpffs %s is still mounted", dir)
 	}
+	if dir := netns.CgroupMount(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
+		t.Errorf("the lab's cgroup v2 mount %s is still mounted", dir)
+	}
+	// The lab's cgroups, wherever the host mounts the hierarchy (unified or hybrid).
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(filepath.Join(root, "k8sguide", name)); err == nil {
+			t.Errorf("the lab's cgroup %s is left behind", filepath.Join(root, "k8sguide", name))
+		}
+	}
 }
 
 func NodePortOf(t testing.TB, name, service string) string {

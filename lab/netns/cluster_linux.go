@@ -95,7 +95,11 @@ func (p *Provider) startAgent(h *state.Handle, st *state.Lab, n lab.Node, apiLis
 	if apiListener != nil {
 		extra = []*os.File{apiListener}
 	}
-	pid, err := startDetached(n.Name, p.agentLog(st.Config.Name, n.Name), nodecmd.NodeAgentArgv(p.Exe, st.Config.Name, n.Name, apiListener != nil), extra...)
+	cgroup := ""
+	if st.Cgroup != "" {
+		cgroup = nodeCgroup(st.Cgroup, n.Name)
+	}
+	pid, err := startDetached(n.Name, p.agentLog(st.Config.Name, n.Name), cgroup, nodecmd.NodeAgentArgv(p.Exe, st.Config.Name, n.Name, apiListener != nil), extra...)
 	if err != nil {
 		return err
 	}

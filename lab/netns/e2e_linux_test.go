@@ -188,7 +188,9 @@ func checkEBPFNode(t *testing.T, name string, n lab.Node, pods []v1.Pod) {
 	dir := netns.NodeBPFFS(state.Default(), name, n.Name)
 	for _, pin := range []string{"tc/globals/cilium_lb4_services_v2", "tc/globals/cilium_lb4_backends_v3", "tc/globals/cilium_lb4_reverse_nat",
 		"tc/globals/cilium_ct4_global", "tc/globals/cilium_lxc", "links/eth0/cil_from_netdev", "links/eth0/cil_to_netdev",
-		"links/cilium_host/cil_to_host", "links/cilium_host/cil_from_host", "links/cilium_net/cil_to_host"} {
+		"links/cilium_host/cil_to_host", "links/cilium_host/cil_from_host", "links/cilium_net/cil_to_host",
+		"cilium/socketlb/links/cgroup/cil_sock4_connect", "cilium/socketlb/links/cgroup/cil_sock4_sendmsg",
+		"cilium/socketlb/links/cgroup/cil_sock4_recvmsg", "cilium/socketlb/links/cgroup/cil_sock_release"} {
 		if _, err := os.Stat(filepath.Join(dir, pin)); err != nil {
 			t.Errorf("%s: %v", n.Name, err)
 		}

@@ -58,6 +58,9 @@ func (p *Provider) checkEBPF() (agent string, err error) {
 	if err := checkBPFFS(); err != nil {
 		return "", err
 	}
+	if err := checkCgroup2(); err != nil {
+		return "", err
+	}
 	if _, err := datapath.FindClang(); err != nil {
 		return "", err
 	}
@@ -121,10 +124,11 @@ func unmountBPFFS(dir string) error {
 }
 
 // nodeObjects are a node's compiled programs.
-type nodeObjects struct{ host, lxc string }
+type nodeObjects struct{ host, lxc, sock string }
 
-// compileNodes builds bpf_host and bpf_lxc for every node at once (one clang per program and node; each takes
-// 2-3 s): the node's address and its pods' gateway are compiled in.
+// compileNodes builds bpf_host, bpf_lxc and bpf_sock for every node at once (one clang per program and node;
+// each takes 2-3 s): the node's address, its pods' gateway and (bpf_sock) its network namespace's cookie are
+// compiled in. bpf_host and bpf_lxc come from the cache after the first lab; bpf_sock is built for every lab.
 func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects, error) {
 	objs := map[string]nodeObjects{}
 	var mu sync.Mutex
@@ -135,9 +139,16 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects
 		if err != nil {
 			return nil, err
 		}
-		for _, prog := range []datapath.Program{datapath.Host, datapath.LXC} {
+		cookie, err := netnsCookie(n.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, prog := range []datapath.Program{datapath.Host, datapath.LXC, datapath.Sock} {
 			wg.Go(func() {
 				o := datapath.Options{Program: prog, NodeIP: netip.MustParseAddr(n.IP), RouterIP: gw.Addr()}
+				if prog == datapath.Sock {
+					o.HostNetnsCookie = cookie
+				}
 				obj, err := datapath.Compile(ctx, o, datapath.CacheDir())
 				mu.Lock()
 				defer mu.Unlock()
@@ -146,10 +157,13 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects
 					return
 				}
 				no := objs[n.Name]
-				if prog == datapath.Host {
+				switch prog {
+				case datapath.Host:
 					no.host = obj
-				} else {
+				case datapath.LXC:
 					no.lxc = obj
+				case datapath.Sock:
+					no.sock = obj
 				}
 				objs[n.Name] = no
 			})
@@ -163,7 +177,7 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects
 }
 
 // ebpfProxyArgv is the command line of a node's k8sguide-cilium.
-func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab.Node, objs nodeObjects) []string {
+func (p *Provider) ebpfProxyArgv(agent, kubeconfig, cgroup string, cfg lab.Config, n lab.Node, objs nodeObjects) []string {
 	alg := cfg.LBAlgorithm
 	if alg == "" {
 		alg = lab.LBRandom
@@ -174,6 +188,9 @@ func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab
 		"--node-ip", n.IP,
 		"--object", objs.host,
 		"--lxc-object", objs.lxc,
+		"--sock-object", objs.sock,
+		// The node's cgroup, which every process of the node runs in (Cilium's --cgroup-root).
+		"--cgroup-root", nodeCgroup(cgroup, n.Name),
 		"--pod-cidr", n.PodCIDR,
 		"--router-ip", gw.Addr().String(),
 		"--pod-netns-prefix", podNamespace(cfg.Name, ""),
@@ -185,4 +202,23 @@ func (p *Provider) ebpfProxyArgv(agent, kubeconfig string, cfg lab.Config, n lab
 		// EndpointSlices and Nodes), as cilium-agent does with its own.
 		"--kubeconfig", kubeconfig,
 	}
+}
+
+// netnsCookie is the cookie of network namespace ns (SO_NETNS_COOKIE of a socket made in it): what bpf_sock
+// calls the host's namespace on that node.
+func netnsCookie(ns string) (uint64, error) {
+	var cookie uint64
+	err := InNamespace(ns, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		if err != nil {
+			return fmt.Errorf("the network namespace cookie of %s (SO_NETNS_COOKIE, Linux 5.14+): %w", ns, err)
+		}
+		return nil
+	})
+	return cookie, err
 }

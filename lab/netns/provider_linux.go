@@ -170,6 +170,16 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
+	if cfg.Dataplane == dataplanes.EBPF {
+		// Each node's processes run in a cgroup of its own, which its socket LB is attached to.
+		st.Cgroup = labCgroup(p.Store, cfg.Name)
+		if err = h.Save(st); err != nil {
+			return err
+		}
+		if err = makeCgroups(p.Store, cfg.Name, names); err != nil {
+			return err
+		}
+	}
 	done(fmt.Sprintf("Preparing nodes %s", strings.Repeat("📦 ", len(names))))
 
 	if err = p.startControlPlane(ctx, h, st); err != nil {
@@ -206,7 +216,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 		kubeconfig := controlPlaneConfig(p.Store, st.Config, st.Nodes).ProxyKubeconfig()
-		argv = func(n lab.Node) []string { return p.ebpfProxyArgv(agent, kubeconfig, st.Config, n, objs[n.Name]) }
+		argv = func(n lab.Node) []string {
+			return p.ebpfProxyArgv(agent, kubeconfig, st.Cgroup, st.Config, n, objs[n.Name])
+		}
 	} else if err = writeKubeProxyConfig(p.Store, st); err != nil {
 		return err
 	}
@@ -405,6 +417,14 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 			errs = append(errs, err)
 		}
 	}
+	// And the cgroups, which the processes have left.
+	if st.Cgroup != "" {
+		if st.Cgroup != labCgroup(p.Store, name) {
+			errs = append(errs, fmt.Errorf("lab %s: its state names cgroup %q, which is not the lab's: left alone", name, st.Cgroup))
+		} else if err := removeCgroups(p.Store, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -434,29 +454,29 @@ func (p *Provider) proxyPID(labName, node string) int {
 }
 
 // namespaceOf resolves what `exec` may name: a node, the client, or a pod (by name, in any Kubernetes namespace:
-// the first found).
-func (p *Provider) namespaceOf(ctx context.Context, st *state.Lab, name, target string) (string, error) {
+// the first found), and says which node it is or runs on ("" for the client).
+func (p *Provider) namespaceOf(ctx context.Context, st *state.Lab, name, target string) (ns, node string, err error) {
 	known := []string{}
 	for _, n := range st.Nodes {
 		if n.Name == target {
-			return n.Name, nil
+			return n.Name, n.Name, nil
 		}
 		known = append(known, n.Name)
 	}
 	if target == lab.ClientName(name) {
-		return target, nil
+		return target, "", nil
 	}
 	known = append(known, lab.ClientName(name))
 	if cs, err := p.clientset(name); err == nil {
 		if pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + target}); err == nil {
 			for _, pod := range pods.Items {
 				if pod.Status.PodIP != "" {
-					return podNamespace(name, pod.UID), nil
+					return podNamespace(name, pod.UID), pod.Spec.NodeName, nil
 				}
 			}
 		}
 	}
-	return "", &lab.NotFoundError{Kind: "node or pod", Name: target, Known: known}
+	return "", "", &lab.NotFoundError{Kind: "node or pod", Name: target, Known: known}
 }
 
 // Exec runs argv inside a node, the client or a pod, as `docker exec` does for a kind node. Its exit status is
@@ -469,7 +489,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	if err != nil {
 		return err
 	}
-	ns, err := p.namespaceOf(ctx, st, name, target)
+	ns, node, err := p.namespaceOf(ctx, st, name, target)
 	if err != nil {
 		return err
 	}
@@ -477,6 +497,16 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
+	// A node's command, or a pod's, runs in the node's cgroup, as the node's own processes do (on an ebpf lab:
+	// the node's socket LB sees its sockets).
+	if st.Cgroup != "" && node != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		done, err := inCgroup(cmd.SysProcAttr, nodeCgroup(st.Cgroup, node))
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = streams.In, streams.Out, streams.Err
 	// On cancel (Ctrl-C) ask first: `ip netns exec` has become the command, which may have things to undo
 	// (the kernel tracer removes its table). Kill it if it does not finish soon.

@@ -100,8 +100,9 @@ func setSysctls(ns string, values map[string]string) error {
 // output to logPath. It enters the network namespace alone (nsenter --net), not the private mount namespace `ip
 // netns exec` makes: a node's agent makes its pods' namespaces with `ip netns add`, whose bind mounts must land
 // in the host's mount namespace for `down`, `exec` and `ip netns pids` to find them. nsenter execs argv in place,
-// so the pid returned is the daemon's own. extra are passed on as descriptors 3, 4, ...
-func startDetached(ns, logPath string, argv []string, extra ...*os.File) (int, error) {
+// so the pid returned is the daemon's own. It starts in cgroup (a directory of the cgroup v2 hierarchy) unless
+// that is "". extra are passed on as descriptors 3, 4, ...
+func startDetached(ns, logPath, cgroup string, argv []string, extra ...*os.File) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
@@ -111,6 +112,13 @@ func startDetached(ns, logPath string, argv []string, extra ...*os.File) (int, e
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cgroup != "" {
+		done, err := inCgroup(cmd.SysProcAttr, cgroup)
+		if err != nil {
+			return 0, err
+		}
+		defer done()
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns, err)
 	}

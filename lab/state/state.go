@@ -57,6 +57,9 @@ type Lab struct {
 	APIServerPort int `json:"apiServerPort,omitempty"`
 	// BPFFS is the lab's private bpf filesystem (ebpf dataplane), recorded before it is mounted.
 	BPFFS string `json:"bpffs,omitempty"`
+	// Cgroup is the lab's cgroup v2 directory (ebpf dataplane: one child per node, which the node's processes
+	// run in and its socket LB is attached to), recorded before it is made.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // Node returns the named node.
