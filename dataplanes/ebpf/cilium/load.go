@@ -244,6 +244,9 @@ func load(logger *slog.Logger, o options) (*datapath, error) {
 			return nil, err
 		}
 	}
+	if err := d.loadSock(logger, o); err != nil {
+		return nil, err
+	}
 	// The host's addresses, as the agent's SyncHostEntry writes them.
 	for _, a := range hostAddrs(o) {
 		key := lxcmap.EndpointKey{EndpointKey: bpf.NewEndpointKey(a, 0)}

@@ -33,11 +33,15 @@ type options struct {
 	routerIP       netip.Addr
 	lxcObject      string
 	podNetnsPrefix string
+	// The socket LB: the compiled bpf_sock.o, and the cgroup v2 directory it is attached to (every process of
+	// the node runs in it).
+	sockObject string
+	cgroupRoot string
 }
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "node" {
-		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --lxc-object bpf_lxc.o --pod-cidr CIDR --router-ip IP --pod-netns-prefix PREFIX --bpffs DIR --devices eth0 --kubeconfig FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
+		fmt.Fprintln(os.Stderr, "usage: k8sguide-cilium node --node NAME --node-ip IP --object bpf_host.o --lxc-object bpf_lxc.o --pod-cidr CIDR --router-ip IP --pod-netns-prefix PREFIX --sock-object bpf_sock.o --cgroup-root DIR --bpffs DIR --devices eth0 --kubeconfig FILE [--lb-algorithm random|maglev] [--nodeport-range 30000-32767]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("node", flag.ExitOnError)
@@ -50,6 +54,8 @@ func main() {
 	fs.StringVar(&podCIDR, "pod-cidr", "", "the node's pod CIDR")
 	fs.StringVar(&routerIP, "router-ip", "", "cilium_host's address: the pods' gateway")
 	fs.StringVar(&o.podNetnsPrefix, "pod-netns-prefix", "", "a pod's network namespace is this prefix and its UID")
+	fs.StringVar(&o.sockObject, "sock-object", "", "the compiled bpf_sock.o for this node (the socket LB)")
+	fs.StringVar(&o.cgroupRoot, "cgroup-root", "", "the cgroup v2 directory to attach the socket LB to: the node's processes run in it")
 	fs.StringVar(&o.bpffs, "bpffs", "", "the node's directory on a bpf filesystem: maps in tc/globals, links in links/")
 	fs.StringVar(&devices, "devices", "eth0", "interfaces to attach bpf_host to (the first is the NodePort device)")
 	fs.StringVar(&o.lbAlgorithm, "lb-algorithm", "random", "random or maglev (--bpf-lb-algorithm)")
@@ -74,8 +80,8 @@ func main() {
 	if o.lbAlgorithm != "random" && o.lbAlgorithm != "maglev" {
 		fail(fmt.Errorf("--lb-algorithm %q: want random or maglev", o.lbAlgorithm))
 	}
-	if o.node == "" || o.object == "" || o.lxcObject == "" || o.podNetnsPrefix == "" || o.bpffs == "" || o.kubeconfig == "" {
-		fail(errors.New("--node, --object, --lxc-object, --pod-netns-prefix, --bpffs and --kubeconfig are required"))
+	if o.node == "" || o.object == "" || o.lxcObject == "" || o.sockObject == "" || o.cgroupRoot == "" || o.podNetnsPrefix == "" || o.bpffs == "" || o.kubeconfig == "" {
+		fail(errors.New("--node, --object, --lxc-object, --sock-object, --cgroup-root, --pod-netns-prefix, --bpffs and --kubeconfig are required"))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
 	// client-go logs through klog (a watch that failed, a relist): into the same log, in the same format.
