@@ -43,13 +43,20 @@ type walkerOf struct {
 	node string
 }
 
-// Walk follows the packet through bpf_host's cil_from_netdev on iif. A packet the node makes itself reaches
-// Cilium's load-balancer only through the socket LB (bpf_sock), which this datapath does not load.
+// Walk follows the packet through bpf_host's cil_from_netdev on iif, a pod's through its bpf_lxc, and a
+// connection the node itself opens through the socket LB (bpf_sock's cil_sock4_connect).
 func (w walkerOf) Walk(flow trace.Flow, iif string, fromNode bool, names netfilter.Names) ([]trace.Path, []string, *trace.Conntrack, error) {
-	if fromNode {
-		return nil, nil, nil, fmt.Errorf("--from node: on an ebpf node a packet the node makes goes to Cilium's load-balancer only through the socket LB (bpf_sock), which this datapath does not load; trace from the client or a pod")
+	var paths []trace.Path
+	var notes []string
+	var ct *trace.Conntrack
+	switch {
+	case fromNode && w.st.sockProgram() == nil:
+		return nil, nil, nil, fmt.Errorf("--from node: on an ebpf node a connection the node makes goes to Cilium's load-balancer only through the socket LB (bpf_sock), and %s has no cil_sock4_connect attached (pinned in %s); trace from the client or a pod", w.node, SockLinksDir(w.st.BPFFS))
+	case fromNode:
+		paths, notes, ct = WalkSock(w.st, flow, names)
+	default:
+		paths, notes, ct = WalkFrom(w.st, flow, iif, names)
 	}
-	paths, notes, ct := WalkFrom(w.st, flow, iif, names)
 	if len(paths) == 0 {
 		return nil, nil, nil, fmt.Errorf("the Cilium maps of %s gave no path for %s", w.node, netip.AddrPortFrom(flow.Dst, flow.Dport))
 	}

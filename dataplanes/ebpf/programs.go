@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -61,6 +63,65 @@ func (s *State) readPrograms() error {
 		}
 	}
 	sort.SliceStable(s.Configs, func(i, j int) bool { return s.Configs[i].MapID < s.Configs[j].MapID })
+	errs = append(errs, s.readSockLinks(seenMaps))
+	return errors.Join(errs...)
+}
+
+// sockAttach names the cgroup attach types of Cilium's socket LB as the trace shows them.
+var sockAttach = map[cebpf.AttachType]string{
+	cebpf.AttachCGroupInet4Connect:     "connect4",
+	cebpf.AttachCGroupUDP4Sendmsg:      "sendmsg4",
+	cebpf.AttachCGroupUDP4Recvmsg:      "recvmsg4",
+	cebpf.AttachCgroupInet4GetPeername: "getpeername4",
+	cebpf.AttachCGroupInet4PostBind:    "post_bind4",
+	cebpf.AttachCGroupInet4Bind:        "bind4",
+	cebpf.AttachCgroupInetSockRelease:  "sock_release",
+}
+
+// SockLinksDir is where Cilium pins the socket LB's cgroup links, relative to the maps' directory
+// (/sys/fs/bpf/tc/globals -> /sys/fs/bpf/cilium/socketlb/links/cgroup).
+func SockLinksDir(bpffsDir string) string {
+	return filepath.Join(bpffsDir, "..", "..", "cilium", "socketlb", "links", "cgroup")
+}
+
+// readSockLinks lists the socket LB's programs from their pinned cgroup links (a cgroup cannot be named from
+// inside a node, whose /sys `ip netns exec` remounts; the pins say which programs Cilium attached, and to which
+// cgroup). No pins: no socket LB.
+func (s *State) readSockLinks(seenMaps map[uint32]bool) error {
+	dir := SockLinksDir(s.BPFFS)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		l, err := link.LoadPinnedLink(filepath.Join(dir, e.Name()), nil)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("link %s: %w", e.Name(), err))
+			continue
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("link %s: %w", e.Name(), err))
+			continue
+		}
+		p := Program{Attach: "cgroup", ID: uint32(info.Program)}
+		if c := info.Cgroup(); c != nil {
+			p.Direction = sockAttach[cebpf.AttachType(c.AttachType)]
+			if p.Direction == "" {
+				p.Direction = fmt.Sprint(c.AttachType)
+			}
+			p.Interface = fmt.Sprintf("cgroup %d", c.CgroupId)
+		}
+		if err := s.readProgram(&p, seenMaps); err != nil {
+			errs = append(errs, fmt.Errorf("%s program %d: %w", e.Name(), p.ID, err))
+		}
+		s.Programs = append(s.Programs, p)
+	}
 	return errors.Join(errs...)
 }
 

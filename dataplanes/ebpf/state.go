@@ -62,8 +62,13 @@ type Program struct {
 	TailCalls []uint32 `json:"tailCalls,omitempty"`
 }
 
-// Hook is the program's attach point as the trace shows it: "tcx ingress eth0".
-func (p Program) Hook() string { return p.Attach + " " + p.Direction + " " + p.Interface }
+// Hook is the program's attach point as the trace shows it: "tcx ingress eth0", "cgroup connect4".
+func (p Program) Hook() string {
+	if p.Attach == "cgroup" {
+		return "cgroup " + p.Direction
+	}
+	return p.Attach + " " + p.Direction + " " + p.Interface
+}
 
 // ServiceEntry is one cilium_lb4_services_v2 entry.
 type ServiceEntry struct {

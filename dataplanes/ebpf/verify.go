@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
@@ -21,6 +22,10 @@ func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow
 	chain := chainNetdev
 	if len(pred.Paths) > 0 && len(pred.Paths[0].Hops) > 0 {
 		chain = pred.Paths[0].Hops[0].Chain
+	}
+	if chain == chainSock {
+		checkSock(v)
+		return
 	}
 	var backend *netip.AddrPort
 	if after, err := Decode(part); err == nil && len(part) > 0 {
@@ -78,6 +83,62 @@ func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow
 	default:
 		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[v.Path]), Kernel: v.Kernel[0].Verdict, Agree: true})
 		if m := trace.OutcomeMismatch(pred.Paths[v.Path], conn); m != "" {
+			v.Reasons = append(v.Reasons, m)
+		}
+	}
+	v.Result = "agree"
+	if len(v.Reasons) > 0 {
+		v.Result = "disagree"
+	}
+}
+
+// checkSock compares a socket-LB prediction with the real connection. The socket LB writes no conntrack entry;
+// its one record of the choice, the socket's cilium_lb4_reverse_sk entry, goes when the socket is released, which
+// the connection's end does before the node can be read again. So the kernel's answer is the connection itself:
+// the pod that answered (it names itself) is the backend the socket was connected to, and the source it saw is
+// the one the kernel gave the socket.
+func checkSock(v *trace.Verification) {
+	pred, conn := v.Prediction, v.Connection
+	ev := trace.KernelEvent{Table: "cilium_lb4_reverse_sk", Chain: chainSock, Kind: "connection"}
+	switch {
+	case conn.Answered:
+		ev.Text = fmt.Sprintf("answered by pod %s, which saw source %s", conn.Pod, conn.Client)
+		ev.Verdict = "connected to " + conn.Pod
+	default:
+		ev.Text = "the connection failed: " + conn.Error
+		ev.Verdict = "not connected"
+	}
+	v.Kernel = append(v.Kernel, ev)
+	v.Path = -1
+	for i, p := range pred.Paths {
+		if trace.AnsweredBy(p, conn) {
+			v.Path = i
+		}
+	}
+	switch {
+	case v.Path >= 0:
+		p := pred.Paths[v.Path]
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(p), Kernel: ev.Verdict, Agree: true})
+		if m := trace.OutcomeMismatch(p, conn); m != "" {
+			v.Reasons = append(v.Reasons, m)
+		}
+	case conn.Answered:
+		v.Reasons = append(v.Reasons, fmt.Sprintf("pod %s answered, which no predicted path reaches", conn.Pod))
+		for _, p := range pred.Paths {
+			v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(p), Kernel: ev.Verdict})
+		}
+	case len(pred.Paths) > 0 && pred.Paths[0].Verdict == trace.Rejected:
+		// connect() itself fails: EHOSTUNREACH from the socket LB.
+		v.Path = 0
+		agree := strings.Contains(conn.Error, "no route to host")
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[0]), Kernel: ev.Text, Agree: agree})
+		if !agree {
+			v.Reasons = append(v.Reasons, "the path has connect() fail with EHOSTUNREACH; the connection: "+conn.Error)
+		}
+	case len(pred.Paths) > 0:
+		v.Path = 0
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[0]), Kernel: ev.Text, Agree: true})
+		if m := trace.OutcomeMismatch(pred.Paths[0], conn); m != "" {
 			v.Reasons = append(v.Reasons, m)
 		}
 	}

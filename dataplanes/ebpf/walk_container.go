@@ -54,38 +54,50 @@ func (w *walker) runContainer() {
 		w.pass(start.with(h), "not TCP or UDP: no service lookup, the packet goes on untranslated")
 		return
 	}
+	b, svc, ok := w.eastWestLookup(start, "bpf_lxc's wildcard lookup (lb4_lookup_wildcard_service) for a pod's packet to a node's NodePort",
+		"bpf_lxc sends it on untranslated (policy, then routing)")
+	if !ok {
+		return
+	}
+	w.local(b, svc)
+}
+
+// eastWestLookup is lb4_lookup_service(&key, east_west=true), as bpf_lxc and bpf_sock call it: the external
+// scope, then the internal one of a Service with two (a traffic policy of Local on one side only, which
+// east-west traffic does not follow). A miss ends the branch: wildcard names the wildcard lookup the program
+// tries next (not walked), untranslated what then happens to the packet.
+func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch, ServiceEntry, bool) {
+	f := w.flow
 	key := ServiceKey{Address: f.Dst, Port: f.Dport, Proto: w.proto, Scope: ScopeExternal}
 	raw, _ := key.MarshalBinary()
 	h := w.hop(MapServices, fmt.Sprintf("lb4_lookup_service: frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
 	svc, ok := w.s.service(key)
 	if !ok {
 		h.Reason = w.whyNoFrontend(key)
-		w.note("a pod's packet to a node's NodePort takes bpf_lxc's wildcard lookup (lb4_lookup_wildcard_service), which the walk does not follow")
-		w.pass(start.with(h), "not a Service's frontend: bpf_lxc sends it on untranslated (policy, then routing)")
-		return
+		w.note("a miss is followed by " + wildcard + ", which the walk does not follow")
+		w.pass(b.with(h), "not a Service's frontend: "+untranslated)
+		return b, svc, false
 	}
 	h.Matched = true
 	h.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", svc.Value.Count, svc.Value.RevNAT, svc.Value.ServiceFlags())
 	h.Text += " value " + svc.Raw.Value.String()
-	b := start.with(h)
-	if svc.Value.ServiceFlags()&FlagTwoScopes != 0 {
-		// East-west traffic takes the internal scope of a Service with two (a traffic policy of Local on one
-		// side only).
-		key.Scope = ScopeInternal
-		raw, _ := key.MarshalBinary()
-		ih := w.hop(MapServices, fmt.Sprintf("two scopes: lookup frontend %s slot 0, internal scope (key %s)", frontendString(key), Hex(raw)))
-		isvc, ok := w.s.service(key)
-		if !ok {
-			ih.Reason = "no internal-scope entry"
-			w.pass(b.with(ih), "the Service has no internal scope here: bpf_lxc sends the packet on untranslated")
-			return
-		}
-		ih.Matched = true
-		ih.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", isvc.Value.Count, isvc.Value.RevNAT, isvc.Value.ServiceFlags())
-		ih.Text += " value " + isvc.Raw.Value.String()
-		b, svc = b.with(ih), isvc
+	b = b.with(h)
+	if svc.Value.ServiceFlags()&FlagTwoScopes == 0 {
+		return b, svc, true
 	}
-	w.local(b, svc)
+	key.Scope = ScopeInternal
+	raw, _ = key.MarshalBinary()
+	ih := w.hop(MapServices, fmt.Sprintf("two scopes: lookup frontend %s slot 0, internal scope (key %s)", frontendString(key), Hex(raw)))
+	isvc, ok := w.s.service(key)
+	if !ok {
+		ih.Reason = "no internal-scope entry"
+		w.pass(b.with(ih), "the Service has no internal scope here: "+untranslated)
+		return b, svc, false
+	}
+	ih.Matched = true
+	ih.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", isvc.Value.Count, isvc.Value.RevNAT, isvc.Value.ServiceFlags())
+	ih.Text += " value " + isvc.Raw.Value.String()
+	return b.with(ih), isvc, true
 }
 
 // serviceLoopback is the source bpf_lxc gives a pod's packet that its Service sends back to the pod itself:

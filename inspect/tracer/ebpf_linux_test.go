@@ -249,6 +249,28 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	if len(overall) != 3 {
 		t.Errorf("the pods' ClusterIP connections were answered by %v; want all 3 pods", overall)
 	}
+	// And from every node: the socket LB (bpf_sock's cil_sock4_connect, on the node's cgroup) connects the
+	// socket to a backend. 30 real connections from each node, each traced and compared with the pod that
+	// answered and the source it saw (cilium_host's address for a pod of the node, the node's own otherwise).
+	overall = map[string]int{}
+	status, err := e2etest.Provider().Status(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range status.Nodes {
+		for range 30 {
+			v := verify(t, name, "--node", n.Name, "--dst", cip, "--from", "node")
+			if v.Result != "agree" || v.Prediction.Verdict != trace.Delivered {
+				t.Errorf("node %s to the ClusterIP: %s", n.Name, disagreement(v))
+				continue
+			}
+			overall[v.Connection.Pod]++
+		}
+	}
+	t.Logf("ClusterIP connections from the nodes answered by %v", overall)
+	if len(overall) != 3 {
+		t.Errorf("the nodes' ClusterIP connections were answered by %v; want all 3 pods", overall)
+	}
 
 	// Offline: a saved snapshot carries the maps and traces exactly like the live node.
 	file := filepath.Join(t.TempDir(), "node.json")
