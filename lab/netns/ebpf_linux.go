@@ -128,8 +128,9 @@ type nodeObjects struct{ host, lxc, sock string }
 
 // compileNodes builds bpf_host, bpf_lxc and bpf_sock for every node at once (one clang per program and node;
 // each takes 2-3 s): the node's address, its pods' gateway and (bpf_sock) its network namespace's cookie are
-// compiled in. bpf_host and bpf_lxc come from the cache after the first lab; bpf_sock is built for every lab.
-func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects, error) {
+// compiled in. bpf_host and bpf_lxc come from the cache after the first lab; bpf_sock, which no other lab can
+// use, is built into labDir and goes with the lab.
+func compileNodes(ctx context.Context, nodes []lab.Node, labDir string) (map[string]nodeObjects, error) {
 	objs := map[string]nodeObjects{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -149,7 +150,11 @@ func compileNodes(ctx context.Context, nodes []lab.Node) (map[string]nodeObjects
 				if prog == datapath.Sock {
 					o.HostNetnsCookie = cookie
 				}
-				obj, err := datapath.Compile(ctx, o, datapath.CacheDir())
+				dir := datapath.CacheDir()
+				if prog == datapath.Sock {
+					dir = labDir
+				}
+				obj, err := datapath.Compile(ctx, o, dir)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

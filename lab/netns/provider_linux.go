@@ -203,7 +203,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return nodecmd.KubeProxyArgv(p.Exe, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
-		objs, err := compileNodes(ctx, st.Nodes)
+		objs, err := compileNodes(ctx, st.Nodes, p.Store.Dir(cfg.Name))
 		if err != nil {
 			return err
 		}

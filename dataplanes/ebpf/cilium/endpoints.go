@@ -268,8 +268,11 @@ func (m *endpointManager) sandbox(p *v1.Pod) (podMAC net.HardwareAddr, host netl
 func (m *endpointManager) add(p *v1.Pod) error {
 	podMAC, host, err := m.sandbox(p)
 	if err != nil {
-		m.logger.Info("pod has no sandbox (yet)", "pod", p.Namespace+"/"+p.Name, "err", err)
-		return nil
+		if p.DeletionTimestamp != nil {
+			return nil // going: its sandbox may be gone already
+		}
+		// Not there yet (or again, after the kubelet's restart): tried again with the reconcile's backoff.
+		return fmt.Errorf("pod %s/%s has no sandbox: %w", p.Namespace, p.Name, err)
 	}
 	id, err := m.nextID()
 	if err != nil {
@@ -359,10 +362,15 @@ func (m *endpointManager) load(ep *endpoint, host netlink.Link, podMAC net.Hardw
 }
 
 // remove takes the endpoint out of cilium_lxc first (no program sends to it after that), then its programs.
+// The entry goes only if it is still this endpoint's: a new pod may have the address already (the kubelet frees
+// an address when the old pod's sandbox goes, before the pod leaves the API).
 func (m *endpointManager) remove(ep *endpoint) {
 	key := lxcmap.EndpointKey{EndpointKey: bpf.NewEndpointKey(ep.ip, 0)}
-	if err := m.dp.endpoints.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		m.logger.Error("removing the cilium_lxc entry", "pod", ep.pod, "err", err)
+	var info lxcmap.EndpointInfo
+	if err := m.dp.endpoints.Lookup(&key, &info); err == nil && info.LxcID == ep.id {
+		if err := m.dp.endpoints.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			m.logger.Error("removing the cilium_lxc entry", "pod", ep.pod, "err", err)
+		}
 	}
 	m.unpin(ep.id)
 	delete(m.eps, ep.uid)
