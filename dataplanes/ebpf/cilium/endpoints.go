@@ -65,7 +65,15 @@ type endpoint struct {
 	pod      string // namespace/name
 	ip       netip.Addr
 	ifname   string // the host-side veth
+	ifindex  int
 	identity uint32
+}
+
+// attached tells whether the endpoint's veth is still the one its program was attached to: a kubelet that
+// restarts makes its pods' sandboxes again, with new veths of the same name.
+func (ep *endpoint) attached() bool {
+	l, err := netlink.LinkByIndex(ep.ifindex)
+	return err == nil && l.Attrs().Name == ep.ifname
 }
 
 // endpointManager keeps the node's endpoints equal to its running pods.
@@ -194,7 +202,7 @@ func (m *endpointManager) reconcile(pods []*v1.Pod) error {
 	var errs []error
 	for uid, ep := range m.eps {
 		p, ok := want[uid]
-		if ok && p.Status.PodIP == ep.ip.String() {
+		if ok && p.Status.PodIP == ep.ip.String() && (p.DeletionTimestamp != nil || ep.attached()) {
 			continue
 		}
 		m.remove(ep)
@@ -279,7 +287,7 @@ func (m *endpointManager) add(p *v1.Pod) error {
 		return err
 	}
 	ep := &endpoint{id: id, uid: p.UID, pod: p.Namespace + "/" + p.Name, ip: netip.MustParseAddr(p.Status.PodIP),
-		ifname: host.Attrs().Name, identity: podIdentity(p)}
+		ifname: host.Attrs().Name, ifindex: host.Attrs().Index, identity: podIdentity(p)}
 	if err := m.load(ep, host, podMAC); err != nil {
 		m.unpin(id)
 		return fmt.Errorf("endpoint %d for %s: %w", id, ep.pod, err)
