@@ -207,7 +207,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if err != nil {
 			return err
 		}
-		done(fmt.Sprintf("Compiling Cilium %s bpf_host and bpf_lxc for each node 🐝", datapath.CiliumVersion))
+		done(fmt.Sprintf("Compiling Cilium %s bpf_host, bpf_lxc and bpf_sock for each node 🐝", datapath.CiliumVersion))
 		st.BPFFS = BPFFSDir(p.Store, cfg.Name)
 		if err = h.Save(st); err != nil {
 			return err
@@ -237,7 +237,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
-		done(fmt.Sprintf("Loading Cilium's datapath on every node: bpf_host on %s and cilium_host, bpf_lxc per pod 🔧", strings.Join(ebpfDevices, ", ")))
+		done(fmt.Sprintf("Loading Cilium's datapath: bpf_host (%s, cilium_host), bpf_lxc per pod, bpf_sock per node 🔧", strings.Join(ebpfDevices, ", ")))
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	}
