@@ -173,19 +173,28 @@ func (w *walker) run() {
 		w.pass(start.with(h), "only the IPv4 NodePort path is traced")
 		return
 	}
-	switch strings.ToLower(f.Proto) {
+	// lb4_extract_tuple: ICMP skips the service lookup, other protocols are DROP_UNKNOWN_L4, which
+	// nodeport_lb4 turns into "no service" and passes on.
+	if !w.l4(start, "lb4_extract_tuple finds no service ports", "not TCP or UDP: no service lookup") {
+		return
+	}
+	w.service(start)
+}
+
+// l4 sets the walk's protocol and conntrack map for TCP and UDP, the protocols Cilium's load balancers know;
+// any other ends the walk, the packet passed on untranslated (why: the program's reason, then).
+func (w *walker) l4(start branch, why, then string) bool {
+	switch strings.ToLower(w.flow.Proto) {
 	case "tcp":
 		w.proto, w.ctMap = 6, MapCT
 	case "udp":
 		w.proto, w.ctMap = 17, MapCTAny
 	default:
-		// lb4_extract_tuple: ICMP skips the service lookup, other protocols are DROP_UNKNOWN_L4, which
-		// nodeport_lb4 turns into "no service" and passes on.
-		h := w.hop(MapServices, fmt.Sprintf("protocol %q: lb4_extract_tuple finds no service ports", f.Proto))
-		w.pass(start.with(h), "not TCP or UDP: no service lookup")
-		return
+		h := w.hop(MapServices, fmt.Sprintf("protocol %q: %s", w.flow.Proto, why))
+		w.pass(start.with(h), then)
+		return false
 	}
-	w.service(start)
+	return true
 }
 
 // service is lb4_lookup_service(&key, east_west=false) from nodeport_lb4, then nodeport_svc_lb4's checks.

@@ -3,7 +3,6 @@ package ebpf
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
@@ -42,16 +41,8 @@ func newContainerWalker(s *State, flow trace.Flow, sender EndpointEntry, names f
 // runContainer is __per_packet_lb_svc_xlate_4: the Service lookup east-west (lb4_lookup_service(&key, true)),
 // then lb4_local as on the NodePort path.
 func (w *walker) runContainer() {
-	f := w.flow
 	start := branch{prob: 1}
-	switch strings.ToLower(f.Proto) {
-	case "tcp":
-		w.proto, w.ctMap = 6, MapCT
-	case "udp":
-		w.proto, w.ctMap = 17, MapCTAny
-	default:
-		h := w.hop(MapServices, fmt.Sprintf("protocol %q: lb4_extract_tuple finds no service ports", f.Proto))
-		w.pass(start.with(h), "not TCP or UDP: no service lookup, the packet goes on untranslated")
+	if !w.l4(start, "lb4_extract_tuple finds no service ports", "not TCP or UDP: no service lookup, the packet goes on untranslated") {
 		return
 	}
 	b, svc, ok := w.eastWestLookup(start, "bpf_lxc's wildcard lookup (lb4_lookup_wildcard_service) for a pod's packet to a node's NodePort",

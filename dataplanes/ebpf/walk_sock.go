@@ -3,7 +3,6 @@ package ebpf
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
@@ -42,18 +41,12 @@ func WalkSock(s *State, flow trace.Flow, names func(netip.Addr) (pod, node strin
 }
 
 func (w *walker) runSock() {
-	f := w.flow
 	start := branch{prob: 1}
-	switch strings.ToLower(f.Proto) {
-	case "tcp":
-		w.proto = 6
-	case "udp":
-		w.proto = 17
-		w.note("for UDP the socket LB picks the slot from the socket's cookie (sock_local_cookie), which is not known before the socket exists: each backend is shown with an equal share")
-	default:
-		h := w.hop(MapServices, fmt.Sprintf("protocol %q: sock_proto_enabled is false", f.Proto))
-		w.pass(start.with(h), "the socket LB translates TCP and UDP only: connect() goes on untranslated")
+	if !w.l4(start, "sock_proto_enabled is false", "the socket LB translates TCP and UDP only: connect() goes on untranslated") {
 		return
+	}
+	if w.proto == 17 {
+		w.note("for UDP the socket LB picks the slot from the socket's cookie (sock_local_cookie), which is not known before the socket exists: each backend is shown with an equal share")
 	}
 	hn := w.hop("", "ctx_in_hostns: the socket is the node's own (its network namespace is HOST_NETNS_COOKIE)")
 	hn.Matched = true
