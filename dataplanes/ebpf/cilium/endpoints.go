@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/cilium/cilium/pkg/bpf"
 	"github.com/cilium/cilium/pkg/datapath/config"
@@ -156,36 +155,18 @@ func (m *endpointManager) follow(ctx context.Context, cs kubernetes.Interface) e
 		return nil
 	}
 	lister := pods.Lister()
-	retry := time.Duration(0)
-	for {
-		if retry > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(retry):
-			}
-		} else {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.changed:
-			}
-			if !c.settle(ctx) {
-				return nil
-			}
-		}
-		c.drain()
+	// The initial list's events have notified c already: the first round waits for them, not at once.
+	c.rounds(ctx, false, func() error {
 		all, err := lister.List(labels.Everything())
 		if err == nil {
 			err = m.reconcile(all)
 		}
 		if err != nil {
-			retry = min(max(2*retry, retryMin), retryMax)
-			m.logger.Error("endpoints not reconciled", "err", err, "retryIn", retry)
-			continue
+			m.logger.Error("endpoints not reconciled", "err", err)
 		}
-		retry = 0
-	}
+		return err
+	})
+	return nil
 }
 
 // reconcile makes an endpoint for every pod of the node that has an address and a sandbox, and removes the

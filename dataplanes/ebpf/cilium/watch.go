@@ -199,28 +199,7 @@ func (w *writer) follow(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	w.logger.Info("caches synced")
 
-	retry := time.Duration(0) // 0: the last apply succeeded
-	first := true
-	for {
-		switch {
-		case retry > 0:
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(retry):
-			}
-		case !first:
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.changed:
-			}
-			if !c.settle(ctx) {
-				return nil
-			}
-		}
-		first = false
-		c.drain()
+	c.rounds(ctx, true, func() error {
 		st, err := c.state()
 		var took time.Duration
 		if err == nil {
@@ -229,11 +208,43 @@ func (w *writer) follow(ctx context.Context, cs kubernetes.Interface) error {
 			took = time.Since(start)
 		}
 		if err != nil {
+			w.logger.Error("apply failed", "err", err)
+			return err
+		}
+		w.logger.Info("applied", "services", len(st.Services), "frontends", len(w.written.revNat), "nodes", len(st.Nodes), "sync", took)
+		return nil
+	})
+	return nil
+}
+
+// rounds runs round (at once when first is true), then again after every burst of changes, until ctx ends. A
+// failed round is tried again after a growing backoff (retryMin to retryMax), from the caches as they are then.
+func (c *cluster) rounds(ctx context.Context, first bool, round func() error) {
+	retry := time.Duration(0) // 0: the last round succeeded
+	for {
+		switch {
+		case retry > 0:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
+		case !first:
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.changed:
+			}
+			if !c.settle(ctx) {
+				return
+			}
+		}
+		first = false
+		c.drain()
+		if err := round(); err != nil {
 			retry = min(max(2*retry, retryMin), retryMax)
-			w.logger.Error("apply failed", "err", err, "retryIn", retry)
 			continue
 		}
 		retry = 0
-		w.logger.Info("applied", "services", len(st.Services), "frontends", len(w.written.revNat), "nodes", len(st.Nodes), "sync", took)
 	}
 }
