@@ -449,13 +449,15 @@ func TestInterruptedUpLeavesNothing(t *testing.T) {
 	for _, r := range runs {
 		delay := r.delay
 		cmd := exec.Command(e2etest.Binary, append([]string{"up", "--name", name}, r.args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(delay)
 		cmd.Process.Signal(os.Interrupt)
 		err := cmd.Wait()
-		t.Logf("up %v interrupted after %v: %v", r.args, delay, err)
+		t.Logf("up %v interrupted after %v: %v\n%s", r.args, delay, err, out.Bytes())
 		if err == nil {
 			// It finished before the signal: tear it down normally.
 			mustK8sguide(t, "down", "--name", name)
