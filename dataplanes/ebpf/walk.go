@@ -126,8 +126,10 @@ func (w *walker) note(n string) {
 	}
 }
 
-func (w *walker) hop(table, text string) trace.Hop {
-	return trace.Hop{Hook: w.hook, Table: table, Chain: w.chain, Text: text}
+// hop is a step of the walk: the map it reads (table), the Cilium function that reads it (fn: what a reader
+// of bpf/ greps for), and what it looks up.
+func (w *walker) hop(table, fn, text string) trace.Hop {
+	return trace.Hop{Hook: w.hook, Table: table, Chain: w.chain, Function: fn, Text: text}
 }
 
 // finish ends a branch.
@@ -168,7 +170,7 @@ func (w *walker) run() {
 	f := w.flow
 	start := branch{prob: 1}
 	if !f.Src.Is4() || !f.Dst.Is4() {
-		h := w.hop(MapServices, fmt.Sprintf("%s -> %s: not IPv4", f.Src, f.Dst))
+		h := w.hop(MapServices, "", fmt.Sprintf("%s -> %s: not IPv4", f.Src, f.Dst))
 		w.note("the ebpf walk covers IPv4 (bpf_host's IPv6 path is not traced)")
 		w.pass(start.with(h), "only the IPv4 NodePort path is traced")
 		return
@@ -190,7 +192,7 @@ func (w *walker) l4(start branch, why, then string) bool {
 	case "udp":
 		w.proto, w.ctMap = 17, MapCTAny
 	default:
-		h := w.hop(MapServices, fmt.Sprintf("protocol %q: %s", w.flow.Proto, why))
+		h := w.hop(MapServices, "lb4_extract_tuple", fmt.Sprintf("protocol %q: %s", w.flow.Proto, why))
 		w.pass(start.with(h), then)
 		return false
 	}
@@ -202,7 +204,7 @@ func (w *walker) service(b branch) {
 	f := w.flow
 	key := ServiceKey{Address: f.Dst, Port: f.Dport, Proto: w.proto, Scope: ScopeExternal}
 	raw, _ := key.MarshalBinary()
-	h := w.hop(MapServices, fmt.Sprintf("lookup frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
+	h := w.hop(MapServices, "nodeport_lb4 → lb4_lookup_service", fmt.Sprintf("lookup frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
 	svc, ok := w.s.service(key)
 	if !ok {
 		h.Reason = w.whyNoFrontend(key)
@@ -211,7 +213,7 @@ func (w *walker) service(b branch) {
 		// that a packet to an unserved port is dropped rather than passed on (and maybe looped back to us).
 		wk := ServiceKey{Address: f.Dst}
 		wraw, _ := wk.MarshalBinary()
-		wh := w.hop(MapServices, fmt.Sprintf("lookup wildcard %s:0/ANY slot 0 (key %s)", f.Dst, Hex(wraw)))
+		wh := w.hop(MapServices, "lb4_lookup_service (wildcard)", fmt.Sprintf("lookup wildcard %s:0/ANY slot 0 (key %s)", f.Dst, Hex(wraw)))
 		if _, ok := w.s.service(wk); ok {
 			wh.Matched = true
 			wh.Reason = fmt.Sprintf("%s is a frontend address, but no Service has port %d/%s on it", f.Dst, f.Dport, strings.ToUpper(f.Proto))
@@ -281,7 +283,7 @@ func (w *walker) whyNoFrontend(key ServiceKey) string {
 // sourceRange is lb4_src_range_ok: an LPM lookup of {rev_nat_id, saddr} in cilium_lb4_source_range, inverted
 // when the frontend's flags2 has SVC_FLAG_SOURCE_RANGE_DENY.
 func (w *walker) sourceRange(svc ServiceEntry) (trace.Hop, bool) {
-	h := w.hop(MapSourceRange, fmt.Sprintf("lookup %s in the source ranges of rev-NAT %d", w.flow.Src, svc.Value.RevNAT))
+	h := w.hop(MapSourceRange, "lb4_src_range_ok", fmt.Sprintf("lookup %s in the source ranges of rev-NAT %d", w.flow.Src, svc.Value.RevNAT))
 	var hit *SourceRangeEntry
 	for i, e := range w.s.SourceRanges {
 		if e.Key.RevNAT == svc.Value.RevNAT && e.Key.Prefix.Contains(w.flow.Src) &&
@@ -322,7 +324,7 @@ func (w *walker) local(b branch, svc ServiceEntry) {
 	// flags TUPLE_F_SERVICE, and accepts an entry of the same service only (CT_ENTRY_SVC: same rev_nat_index).
 	tuple := CTTuple{Daddr: f.Dst, Saddr: f.Src, Dport: f.Sport, Sport: f.Dport, Nexthdr: w.proto, Flags: TupleService}
 	raw, _ := tuple.MarshalBinary()
-	h := w.hop(w.ctMap, fmt.Sprintf("lookup CT_SERVICE %s(key %s: daddr frontend, saddr client, dport = client port, sport = frontend port)", tuple, Hex(raw)))
+	h := w.hop(w.ctMap, "lb4_local → ct_lazy_lookup4", fmt.Sprintf("lookup CT_SERVICE %s(key %s: daddr frontend, saddr client, dport = client port, sport = frontend port)", tuple, Hex(raw)))
 	syn := w.proto == 6 // the traced packet is a flow's first: a SYN for TCP
 	if f.Sport == 0 {
 		var ports []string
@@ -377,7 +379,7 @@ func (w *walker) established(b branch, svc ServiceEntry, tuple CTTuple, row CTRo
 		w.backend(choice{b: b, id: id}, svc, tuple)
 		return
 	}
-	h := w.hop(MapBackends, fmt.Sprintf("lookup backend %d of the conntrack entry", id))
+	h := w.hop(MapBackends, "lb4_lookup_backend", fmt.Sprintf("lookup backend %d of the conntrack entry", id))
 	if ok {
 		h.Matched = true
 		h.Reason = fmt.Sprintf("backend is %s and the packet is a SYN: a new backend is chosen and the entry updated (ct_update_svc_entry)", be.Value.StateName())

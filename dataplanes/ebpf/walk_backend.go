@@ -29,7 +29,7 @@ func (w *walker) affinity(b *branch, svc ServiceEntry) (choice, bool) {
 	key := AffinityKey{ClientIP: f.Src, RevNAT: svc.Value.RevNAT}
 	raw, _ := key.MarshalBinary()
 	timeout := svc.Value.AffinityTimeout()
-	h := w.hop(MapAffinity, fmt.Sprintf("lookup session affinity of client %s for rev-NAT %d (key %s)", f.Src, svc.Value.RevNAT, Hex(raw)))
+	h := w.hop(MapAffinity, "lb4_affinity_backend_id_by_addr", fmt.Sprintf("lookup session affinity of client %s for rev-NAT %d (key %s)", f.Src, svc.Value.RevNAT, Hex(raw)))
 	var ent *AffinityEntry
 	for i := range w.s.Affinity {
 		if w.s.Affinity[i].Key == key {
@@ -109,7 +109,7 @@ func (w *walker) selectBackend(b branch, svc ServiceEntry) []choice {
 	case AlgMaglev:
 		return w.maglev(b, svc)
 	case AlgFirst:
-		return w.slots(b, svc, []uint16{1}, "the test-only \"first\" algorithm: slot 1")
+		return w.slots(b, svc, []uint16{1}, "lb4_select_backend_id_first → lb4_lookup_backend_slot", "the test-only \"first\" algorithm: slot 1")
 	}
 	w.note(fmt.Sprintf("%s is %d, no algorithm: backend id 0", from, alg))
 	return []choice{{b: b, id: 0, ct: "new"}}
@@ -124,18 +124,18 @@ func (w *walker) random(b branch, svc ServiceEntry) []choice {
 	for i := range slots {
 		slots[i] = uint16(i + 1)
 	}
-	return w.slots(b, svc, slots, fmt.Sprintf("random: slot = get_prandom_u32() %% %d + 1", n))
+	return w.slots(b, svc, slots, "lb4_select_backend_id_random → lb4_lookup_backend_slot", fmt.Sprintf("random: slot = get_prandom_u32() %% %d + 1", n))
 }
 
-// slots looks each slot up (lb4_lookup_backend_slot), each with an equal share of the branch.
-func (w *walker) slots(b branch, svc ServiceEntry, slots []uint16, why string) []choice {
+// slots looks each slot up (fn: the datapath's function that does), each with an equal share of the branch.
+func (w *walker) slots(b branch, svc ServiceEntry, slots []uint16, fn, why string) []choice {
 	var out []choice
 	p := 1 / float64(len(slots))
 	for _, slot := range slots {
 		k := svc.Key
 		k.Slot = slot
 		raw, _ := k.MarshalBinary()
-		h := w.hop(MapServices, fmt.Sprintf("lookup backend slot %d of %s (key %s)", slot, frontendString(k), Hex(raw)))
+		h := w.hop(MapServices, fn, fmt.Sprintf("lookup backend slot %d of %s (key %s)", slot, frontendString(k), Hex(raw)))
 		h.Reason = fmt.Sprintf("%s: slot %d", why, slot)
 		if len(slots) > 1 {
 			h.Probability = p
@@ -161,7 +161,7 @@ func (w *walker) maglev(b branch, svc ServiceEntry) []choice {
 	f := w.flow
 	key := MaglevKey{ID: svc.Value.RevNAT}
 	raw, _ := key.MarshalBinary()
-	h := w.hop(MapMaglev, fmt.Sprintf("lookup Maglev table of rev-NAT %d (key %s)", svc.Value.RevNAT, Hex(raw)))
+	h := w.hop(MapMaglev, "lb4_select_backend_id_maglev", fmt.Sprintf("lookup Maglev table of rev-NAT %d (key %s)", svc.Value.RevNAT, Hex(raw)))
 	m, ok := w.s.maglev(svc.Value.RevNAT)
 	if !ok || len(m.LUT) < 4 {
 		h.Reason = "no table for the service: backend id 0"
@@ -220,7 +220,7 @@ func (w *walker) backend(c choice, svc ServiceEntry, tuple CTTuple) {
 	f := w.flow
 	flags := svc.Value.ServiceFlags()
 	kraw, _ := BackendKey{ID: c.id}.MarshalBinary()
-	h := w.hop(MapBackends, fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
+	h := w.hop(MapBackends, "lb4_lookup_backend → lb4_dnat_request", fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
 	be, ok := w.s.backend(c.id)
 	if !ok {
 		h.Reason = fmt.Sprintf("no backend %d", c.id)
@@ -250,7 +250,7 @@ func (w *walker) backend(c choice, svc ServiceEntry, tuple CTTuple) {
 
 	// backend_local = __lookup_ip4_endpoint(backend->address)
 	ekey, _ := EndpointKey{Address: be.Value.Address, Family: EndpointIPv4}.MarshalBinary()
-	eh := w.hop(MapEndpoints, fmt.Sprintf("lookup endpoint %s: is the backend on this node? (key %s)", be.Value.Address, Hex(ekey)))
+	eh := w.hop(MapEndpoints, "__lookup_ip4_endpoint", fmt.Sprintf("lookup endpoint %s: is the backend on this node? (key %s)", be.Value.Address, Hex(ekey)))
 	ep, local := w.s.endpoint(be.Value.Address)
 	if local {
 		eh.Matched = true
@@ -301,7 +301,7 @@ func (w *walker) nodePortCT(svc ServiceEntry, backend netip.Addr, port uint16) t
 	f := w.flow
 	t := CTTuple{Daddr: f.Src, Saddr: backend, Dport: port, Sport: f.Sport, Nexthdr: w.proto, Flags: TupleOut}
 	raw, _ := t.MarshalBinary()
-	h := w.hop(w.ctMap, fmt.Sprintf("lookup CT_EGRESS (NodePort) %s(key %s: the DNATed tuple reversed)", t, Hex(raw)))
+	h := w.hop(w.ctMap, "ct_lazy_lookup4, ct_create4", fmt.Sprintf("lookup CT_EGRESS (NodePort) %s(key %s: the DNATed tuple reversed)", t, Hex(raw)))
 	if f.Sport == 0 {
 		h.Reason = "the source port is unknown: the entry of a new flow is created"
 	} else if row, ok := w.s.ct(w.ctMap, t); ok && row.Value.Flags&CTNodePort != 0 && row.Value.RevNAT != 0 && row.Value.RevNAT == svc.Value.RevNAT {
@@ -322,7 +322,7 @@ func (w *walker) nodePortCT(svc ServiceEntry, backend netip.Addr, port uint16) t
 func (w *walker) snat(backend netip.Addr) (trace.Hop, netip.AddrPort) {
 	f := w.flow
 	nodeIP, from := w.nodeIP()
-	h := w.hop("cilium_snat_v4_external", "tail call CILIUM_CALL_IPV4_NODEPORT_NAT_EGRESS: SNAT the request to the node's address")
+	h := w.hop("cilium_snat_v4_external", "tail_nodeport_nat_egress_ipv4", "tail call CILIUM_CALL_IPV4_NODEPORT_NAT_EGRESS: SNAT the request to the node's address")
 	h.Matched = true
 	h.Verdict = "masquerade to " + nodeIP.String()
 	how := "IPV4_DIRECT_ROUTING, compiled into bpf_host"

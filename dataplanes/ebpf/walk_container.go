@@ -61,7 +61,7 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 	f := w.flow
 	key := ServiceKey{Address: f.Dst, Port: f.Dport, Proto: w.proto, Scope: ScopeExternal}
 	raw, _ := key.MarshalBinary()
-	h := w.hop(MapServices, fmt.Sprintf("lb4_lookup_service: frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
+	h := w.hop(MapServices, w.eastWestFunction(), fmt.Sprintf("lookup frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
 	svc, ok := w.s.service(key)
 	if !ok {
 		h.Reason = w.whyNoFrontend(key)
@@ -78,7 +78,7 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 	}
 	key.Scope = ScopeInternal
 	raw, _ = key.MarshalBinary()
-	ih := w.hop(MapServices, fmt.Sprintf("two scopes: lookup frontend %s slot 0, internal scope (key %s)", frontendString(key), Hex(raw)))
+	ih := w.hop(MapServices, "lb4_lookup_service", fmt.Sprintf("two scopes: lookup frontend %s slot 0, internal scope (key %s)", frontendString(key), Hex(raw)))
 	isvc, ok := w.s.service(key)
 	if !ok {
 		ih.Reason = "no internal-scope entry"
@@ -89,6 +89,14 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 	ih.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", isvc.Value.Count, isvc.Value.RevNAT, isvc.Value.ServiceFlags())
 	ih.Text += " value " + isvc.Raw.Value.String()
 	return b.with(ih), isvc, true
+}
+
+// eastWestFunction names the caller of the east-west lookup: bpf_lxc's per-packet LB or the socket LB.
+func (w *walker) eastWestFunction() string {
+	if w.chain == chainSock {
+		return "__sock4_xlate_fwd → lb4_lookup_service"
+	}
+	return "__per_packet_lb_svc_xlate_4 → lb4_lookup_service"
 }
 
 // serviceLoopback is the source bpf_lxc gives a pod's packet that its Service sends back to the pod itself:
@@ -116,7 +124,7 @@ func (w *walker) containerDelivery(b branch, svc ServiceEntry, dst netip.AddrPor
 	p := trace.Path{Endpoint: w.endpoint(dst), SNAT: f.Src.String()}
 	if dst.Addr() == f.Src {
 		lo := w.serviceLoopback()
-		h := w.hop(MapCT, fmt.Sprintf("lb4_local: the backend %s is the sender itself: ct_state.loopback", dst.Addr()))
+		h := w.hop(MapCT, "__per_packet_lb_svc_xlate_4", fmt.Sprintf("the backend %s is the sender itself: ct_state.loopback", dst.Addr()))
 		h.Matched = true
 		h.Verdict = "snat to " + lo.String()
 		h.Reason = "a packet from an address to itself would be a martian: lb4_dnat_request rewrites the source to service_loopback_ipv4"
@@ -125,12 +133,12 @@ func (w *walker) containerDelivery(b branch, svc ServiceEntry, dst netip.AddrPor
 		p.SNAT = lo.String()
 	}
 	ct := CTTuple{Daddr: dst.Addr(), Saddr: f.Src, Dport: dst.Port(), Sport: f.Sport, Nexthdr: w.proto, Flags: TupleOut}
-	ch := w.hop(w.ctMap, fmt.Sprintf("tail call CILIUM_CALL_IPV4_CT_EGRESS: lookup CT_EGRESS %s(the translated tuple)", ct))
+	ch := w.hop(w.ctMap, "tail_ipv4_ct_egress", fmt.Sprintf("tail call CILIUM_CALL_IPV4_CT_EGRESS: lookup CT_EGRESS %s(the translated tuple)", ct))
 	ch.Reason = "a new flow: ct_create4 records it with the Service's rev-NAT index, which replies are translated back with"
 	ch.Changes = []string{fmt.Sprintf("%s: CT_EGRESS %s-> rev-NAT %d (new)", w.ctMap, ct, svc.Value.RevNAT)}
 	b = b.with(ch)
 	ekey, _ := EndpointKey{Address: dst.Addr(), Family: EndpointIPv4}.MarshalBinary()
-	eh := w.hop(MapEndpoints, fmt.Sprintf("ipv4_forward_to_destination: lookup endpoint %s (key %s)", dst.Addr(), Hex(ekey)))
+	eh := w.hop(MapEndpoints, "ipv4_forward_to_destination → __lookup_ip4_endpoint", fmt.Sprintf("lookup endpoint %s (key %s)", dst.Addr(), Hex(ekey)))
 	ep, local := w.s.endpoint(dst.Addr())
 	switch {
 	case local && ep.Value.Flags&EndpointFlagHost != 0:

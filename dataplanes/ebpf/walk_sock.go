@@ -48,7 +48,7 @@ func (w *walker) runSock() {
 	if w.proto == 17 {
 		w.note("for UDP the socket LB picks the slot from the socket's cookie (sock_local_cookie), which is not known before the socket exists: each backend is shown with an equal share")
 	}
-	hn := w.hop("", "ctx_in_hostns: the socket is the node's own (its network namespace is HOST_NETNS_COOKIE)")
+	hn := w.hop("", "ctx_in_hostns", "the socket is the node's own (its network namespace is HOST_NETNS_COOKIE)")
 	hn.Matched = true
 	hn.Reason = "the node's own process: the socket LB translates its connect(); a pod's sockets are left to bpf_lxc (socketLB.hostNamespaceOnly)"
 	b := start.with(hn)
@@ -85,7 +85,7 @@ func (w *walker) slotsSock(b branch, svc ServiceEntry) []choice {
 	for i := range slots {
 		slots[i] = uint16(i + 1)
 	}
-	return w.slots(b, svc, slots, fmt.Sprintf("sock_select_slot: get_prandom_u32() %% %d + 1", n))
+	return w.slots(b, svc, slots, "sock_select_slot, __lb4_lookup_backend_slot", fmt.Sprintf("sock_select_slot: get_prandom_u32() %% %d + 1", n))
 }
 
 // sockBackend is the end of __sock4_xlate_fwd: the backend, the socket's reverse-NAT entry, the rewritten
@@ -93,7 +93,7 @@ func (w *walker) slotsSock(b branch, svc ServiceEntry) []choice {
 func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	f := w.flow
 	kraw, _ := BackendKey{ID: c.id}.MarshalBinary()
-	h := w.hop(MapBackends, fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
+	h := w.hop(MapBackends, "__lb4_lookup_backend", fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
 	be, ok := w.s.backend(c.id)
 	if !ok {
 		h.Reason = fmt.Sprintf("no backend %d: connect() fails with EHOSTUNREACH", c.id)
@@ -120,7 +120,7 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	src, how := w.sockSource(be.Value.Address)
 	p.SNAT = src.String()
 	ekey, _ := EndpointKey{Address: be.Value.Address, Family: EndpointIPv4}.MarshalBinary()
-	eh := w.hop(MapEndpoints, fmt.Sprintf("is %s a pod of this node? (key %s)", be.Value.Address, Hex(ekey)))
+	eh := w.hop(MapEndpoints, "__lookup_ip4_endpoint", fmt.Sprintf("is %s a pod of this node? (key %s)", be.Value.Address, Hex(ekey)))
 	if ep, local := w.s.endpoint(be.Value.Address); local && ep.Value.Flags&EndpointFlagHost == 0 {
 		eh.Matched = true
 		eh.Verdict = fmt.Sprintf("local endpoint %d: out through cilium_host, where cil_from_host delivers it to the pod's veth", ep.Value.LxcID)

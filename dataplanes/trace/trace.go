@@ -83,6 +83,9 @@ type Hop struct {
 	Hook  string `json:"hook"`  // PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING
 	Table string `json:"table"` // iptables: raw/mangle/nat/filter; nftables: "ip kube-proxy"; ebpf: map
 	Chain string `json:"chain"`
+	// Function is, for a program's step (ebpf), the datapath's function doing it, as named in its source
+	// ("lb4_lookup_service"; "a → b" when a calls b for it).
+	Function string `json:"function,omitempty"`
 	// Rule is the rule's 1-based position in its chain (iptables -L --line-numbers); 0 for a chain's
 	// policy or for a hop that is not a rule.
 	Rule    int    `json:"rule"`

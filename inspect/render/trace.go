@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -169,7 +170,9 @@ func orDash(s string) string {
 }
 
 // hopTable prints hops; without Wide, runs of rules that did not match are folded into one line per chain.
+// Map lookups (ebpf) have no rule position: their third column names the program's function instead.
 func hopTable(w io.Writer, hops []trace.Hop, o TraceOptions) error {
+	functions := slices.ContainsFunc(hops, func(h trace.Hop) bool { return h.Function != "" })
 	var rows [][]string
 	lastHook := ""
 	hookCell := func(h trace.Hop) string {
@@ -207,12 +210,19 @@ func hopTable(w io.Writer, hops []trace.Hop, o TraceOptions) error {
 		if h.Rule == 0 {
 			rule = ""
 		}
+		if functions {
+			rule = h.Function
+		}
 		rows = append(rows, []string{hookCell(h), h.Table + "/" + h.Chain, rule, text, result(h)})
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	return WriteTable(w, []string{"HOOK", "TABLE/CHAIN", "#", "RULE", "RESULT"}, rows)
+	third := "#"
+	if functions {
+		third = "FUNCTION"
+	}
+	return WriteTable(w, []string{"HOOK", "TABLE/CHAIN", third, "RULE", "RESULT"}, rows)
 }
 
 func result(h trace.Hop) string {
