@@ -92,6 +92,7 @@ func Collect(bpffsDir string) (*State, error) {
 		required bool
 		read     func(m *cebpf.Map) error
 	}
+	ctOtherKept := 0 // the CT entries kept that do not matter to load-balancing, of both maps
 	readers := []reader{
 		{MapServices, true, s.readServices},
 		{MapBackends, true, s.readBackends},
@@ -99,10 +100,11 @@ func Collect(bpffsDir string) (*State, error) {
 		{MapAffinity, false, s.readAffinity},
 		{MapAffinityMatch, false, s.readAffinityMatch},
 		{MapMaglev, false, s.readMaglev},
-		{MapCT, false, func(m *cebpf.Map) error { return s.readCT(MapCT, m) }},
-		{MapCTAny, false, func(m *cebpf.Map) error { return s.readCT(MapCTAny, m) }},
+		{MapCT, false, func(m *cebpf.Map) error { return s.readCT(MapCT, m, &ctOtherKept) }},
+		{MapCTAny, false, func(m *cebpf.Map) error { return s.readCT(MapCTAny, m, &ctOtherKept) }},
 		{MapSourceRange, false, s.readSourceRanges},
 		{MapEndpoints, false, s.readEndpoints},
+		{MapSockRevNAT, false, s.readSockRevNAT},
 	}
 	for _, r := range readers {
 		m, err := open(r.name, r.required)
@@ -247,7 +249,8 @@ func (s *State) readMaglev(m *cebpf.Map) error {
 	})
 }
 
-func (s *State) readCT(name string, m *cebpf.Map) error {
+// readCT keeps every entry that matters to load-balancing and up to CTKeepOther others (counted in kept).
+func (s *State) readCT(name string, m *cebpf.Map, kept *int) error {
 	return dump(m, func(k, v []byte) error {
 		e := CTRow{Map: name, Raw: Raw{k, v}}
 		if err := e.Key.UnmarshalBinary(k); err != nil {
@@ -256,11 +259,29 @@ func (s *State) readCT(name string, m *cebpf.Map) error {
 		if err := e.Value.UnmarshalBinary(v); err != nil {
 			return err
 		}
-		if e.Key.Flags&TupleService == 0 && e.Value.Flags&CTNodePort == 0 {
-			s.CTOther++
-			return nil
+		lb := e.Key.Flags&TupleService != 0 || e.Value.Flags&CTNodePort != 0 || e.Value.RevNAT != 0
+		if !lb {
+			if *kept >= CTKeepOther {
+				s.CTOther++
+				return nil
+			}
+			*kept++
 		}
 		s.CT = append(s.CT, e)
+		return nil
+	})
+}
+
+func (s *State) readSockRevNAT(m *cebpf.Map) error {
+	return dump(m, func(k, v []byte) error {
+		e := SockRevNATEntry{Raw: Raw{k, v}}
+		if err := e.Key.UnmarshalBinary(k); err != nil {
+			return err
+		}
+		if err := e.Value.UnmarshalBinary(v); err != nil {
+			return err
+		}
+		s.SockRevNAT = append(s.SockRevNAT, e)
 		return nil
 	})
 }

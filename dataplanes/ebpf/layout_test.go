@@ -95,67 +95,8 @@ func TestLayoutsMatchBPFHost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, l := range Layouts {
-		t.Run(l.Struct, func(t *testing.T) {
-			st, err := structType(spec, l.Struct)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int(st.Size) != l.Size {
-				t.Errorf("struct %s is %d bytes in Cilium's BTF, this package decodes %d", l.Struct, st.Size, l.Size)
-			}
-			fields := map[string]bitField{}
-			flatten("", 0, st.Members, fields)
-			for _, f := range l.Fields {
-				got, ok := fields[f.Name]
-				if !ok {
-					t.Errorf("%s.%s: no such member in Cilium's BTF (members: %v)", l.Struct, f.Name, fields)
-					continue
-				}
-				want := bitField{uint32(f.Off*8 + f.Bit), uint32(f.Size * 8), f.Bits > 0}
-				if f.Bits > 0 {
-					want.size = uint32(f.Bits)
-				}
-				if got != want {
-					t.Errorf("%s.%s: BTF bit offset %d width %d (bit field %v), this package reads bit %d width %d",
-						l.Struct, f.Name, got.off, got.size, got.bitfield, want.off, want.size)
-				}
-			}
-		})
-	}
-
-	// The maps: key and value types as declared in bpf_host's .maps section.
-	var maps *btf.Datasec
-	if err := spec.TypeByName(".maps", &maps); err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]bool{}
-	for _, vs := range maps.Vars {
-		v := vs.Type.(*btf.Var)
-		want, ok := MapTypes[v.Name]
-		if !ok {
-			continue
-		}
-		found[v.Name] = true
-		def := btf.UnderlyingType(v.Type).(*btf.Struct)
-		got := [2]string{}
-		for _, m := range def.Members {
-			switch m.Name {
-			case "key":
-				got[0] = cName(m.Type.(*btf.Pointer).Target)
-			case "value":
-				got[1] = cName(m.Type.(*btf.Pointer).Target)
-			}
-		}
-		if got != want {
-			t.Errorf("map %s: key/value %v in Cilium's BTF, this package reads %v", v.Name, got, want)
-		}
-	}
-	for name := range MapTypes {
-		if !found[name] {
-			t.Errorf("map %s is not in bpf_host.o", name)
-		}
-	}
+	checkLayouts(t, spec, Layouts)
+	checkMapTypes(t, spec, MapTypes, "bpf_host.o")
 
 	// The load-time constants Config decodes, by name and width.
 	var rodata *btf.Datasec
@@ -230,4 +171,92 @@ func TestConstantsMatchSources(t *testing.T) {
 			t.Errorf("%s is %d in Cilium %s, this package uses %d", c.name, c.got, datapath.CiliumVersion, c.want)
 		}
 	}
+}
+
+// checkLayouts checks each struct's size and its fields' offsets and widths against the object's BTF.
+func checkLayouts(t *testing.T, spec *btf.Spec, layouts []Layout) {
+	t.Helper()
+	for _, l := range layouts {
+		t.Run(l.Struct, func(t *testing.T) {
+			st, err := structType(spec, l.Struct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(st.Size) != l.Size {
+				t.Errorf("struct %s is %d bytes in Cilium's BTF, this package decodes %d", l.Struct, st.Size, l.Size)
+			}
+			fields := map[string]bitField{}
+			flatten("", 0, st.Members, fields)
+			for _, f := range l.Fields {
+				got, ok := fields[f.Name]
+				if !ok {
+					t.Errorf("%s.%s: no such member in Cilium's BTF (members: %v)", l.Struct, f.Name, fields)
+					continue
+				}
+				want := bitField{uint32(f.Off*8 + f.Bit), uint32(f.Size * 8), f.Bits > 0}
+				if f.Bits > 0 {
+					want.size = uint32(f.Bits)
+				}
+				if got != want {
+					t.Errorf("%s.%s: BTF bit offset %d width %d (bit field %v), this package reads bit %d width %d",
+						l.Struct, f.Name, got.off, got.size, got.bitfield, want.off, want.size)
+				}
+			}
+		})
+	}
+
+}
+
+// checkMapTypes checks the key and value types of the maps in types as the object's .maps section declares them.
+func checkMapTypes(t *testing.T, spec *btf.Spec, types map[string][2]string, object string) {
+	t.Helper()
+	var maps *btf.Datasec
+	if err := spec.TypeByName(".maps", &maps); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, vs := range maps.Vars {
+		v := vs.Type.(*btf.Var)
+		want, ok := types[v.Name]
+		if !ok {
+			continue
+		}
+		found[v.Name] = true
+		def := btf.UnderlyingType(v.Type).(*btf.Struct)
+		got := [2]string{}
+		for _, m := range def.Members {
+			switch m.Name {
+			case "key":
+				got[0] = cName(m.Type.(*btf.Pointer).Target)
+			case "value":
+				got[1] = cName(m.Type.(*btf.Pointer).Target)
+			}
+		}
+		if got != want {
+			t.Errorf("map %s: key/value %v in Cilium's BTF, this package reads %v", v.Name, got, want)
+		}
+	}
+	for name := range types {
+		if !found[name] {
+			t.Errorf("map %s is not in %s", name, object)
+		}
+	}
+}
+
+// TestLayoutsMatchBPFSock checks the socket LB's own map (cilium_lb4_reverse_sk, which `lb socknat` reads)
+// against bpf_sock.c compiled as the lab compiles it.
+func TestLayoutsMatchBPFSock(t *testing.T) {
+	ciliumSources(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obj, err := datapath.Compile(ctx, datapath.Options{Program: datapath.Sock, NodeIP: netip.MustParseAddr("172.18.0.2"), HostNetnsCookie: 1}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpec(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLayouts(t, spec, SockLayouts)
+	checkMapTypes(t, spec, SockMapTypes, "bpf_sock.o")
 }

@@ -3,7 +3,9 @@ package ebpf
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -138,4 +140,126 @@ func endpointInfoString(e EndpointEntry) string {
 	}
 	return fmt.Sprintf("id=%-5d sec_id=%-5d flags=0x%04X ifindex=%-3d mac=%s nodemac=%s parent_ifindex=%-3d rt_info:%d",
 		v.LxcID, v.SecID, v.Flags, v.Ifindex, mac(16), mac(24), u32(36), u32(12))
+}
+
+// LBMap is `cilium-dbg bpf lb list -o json`: each services-map key (its String, slot included) to its entry.
+func LBMap(s *State) map[string][]string {
+	out := map[string][]string{}
+	for _, e := range s.Services {
+		k := e.Key.String()
+		out[k] = append(out[k], strings.TrimSpace(s.lbListEntry(e)))
+	}
+	return out
+}
+
+// ServiceListing is one row group of `cilium-dbg service list`: a frontend with its backends in slot order.
+type ServiceListing struct {
+	ID       uint16   `json:"id"`
+	Frontend string   `json:"frontend"`
+	Type     string   `json:"type"`
+	Flags    string   `json:"flags"`
+	Backends []string `json:"backends"`
+}
+
+// Services is `cilium-dbg service list` rebuilt from the maps, as the agent's realized state would print it:
+// one frontend per master entry (slot 0; the id is its rev-NAT index, which Cilium gives each frontend), its
+// type from the flags, and its backends in slot order with their state ("1 => 10.244.1.5:80/TCP (active)").
+// An internal-scope frontend (a Service with two scopes) is listed with /i, as the map key prints it.
+func Services(s *State) []ServiceListing {
+	var out []ServiceListing
+	for _, m := range sortedServices(s) {
+		if m.Key.Slot != 0 {
+			continue
+		}
+		k := m.Key
+		fe := fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Address, k.Port), ProtoName(k.Proto))
+		if k.Scope == ScopeInternal {
+			fe += "/i"
+		}
+		l := ServiceListing{ID: m.Value.RevNAT, Frontend: fe, Type: m.Value.ServiceFlags().Type(), Flags: m.Value.ServiceFlags().String(), Backends: []string{}}
+		for slot := uint16(1); slot <= m.Value.Count; slot++ {
+			sk := k
+			sk.Slot = slot
+			e, ok := s.service(sk)
+			if !ok {
+				l.Backends = append(l.Backends, fmt.Sprintf("%d => slot missing", slot))
+				continue
+			}
+			b, ok := s.backend(e.Value.BackendID)
+			if !ok {
+				l.Backends = append(l.Backends, fmt.Sprintf("%d => backend %d not found", slot, e.Value.BackendID))
+				continue
+			}
+			l.Backends = append(l.Backends, fmt.Sprintf("%d => %s/%s (%s)", slot, netip.AddrPortFrom(b.Value.Address, b.Value.Port), ProtoName(b.Value.Proto), b.Value.StateName()))
+		}
+		out = append(out, l)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ServiceList prints Services as `cilium-dbg service list` does (printServiceList: the same tabwriter, the
+// first backend on the frontend's line, the others below it).
+func ServiceList(s *State) string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 5, 0, 3, ' ', 0)
+	// No trailing cells (cilium-dbg's have them): their padding would run lines past the terminal.
+	fmt.Fprintln(w, "ID\tFrontend\tService Type\tBackend")
+	for _, l := range Services(s) {
+		if len(l.Backends) == 0 {
+			fmt.Fprintf(w, "%d\t%s\t%s\n", l.ID, l.Frontend, l.Type)
+			continue
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", l.ID, l.Frontend, l.Type, l.Backends[0])
+		for _, b := range l.Backends[1:] {
+			fmt.Fprintf(w, "\t\t\t%s\n", b)
+		}
+	}
+	w.Flush()
+	return sb.String()
+}
+
+// CTList prints the conntrack entries as `cilium-dbg bpf ct list global` does (one line per entry: the tuple,
+// then the entry), TCP's map first; entries not collected are counted at the end.
+func CTList(s *State) string {
+	var sb strings.Builder
+	for _, r := range s.CT {
+		sb.WriteString(r.String())
+		sb.WriteByte('\n')
+	}
+	if s.CTOther > 0 {
+		fmt.Fprintf(&sb, "(%d more entries of connections that no Service translated were not collected)\n", s.CTOther)
+	}
+	return sb.String()
+}
+
+// SockNATMap is `cilium-dbg bpf socknat list -o json`: each socket cookie to its "backend -> frontend" entries.
+func SockNATMap(s *State) map[string][]string {
+	out := map[string][]string{}
+	for _, e := range s.SockRevNAT {
+		c := strconv.FormatUint(e.Key.Cookie, 10)
+		out[c] = append(out[c], sockNATEntry(e))
+	}
+	return out
+}
+
+// sockNATEntry is dumpReverseSKEntries' line, with the ports in host order: cilium-dbg v1.20.2 prints the
+// network-order int16 it reads (port 80 shows as 20480), which would teach nothing.
+func sockNATEntry(e SockRevNATEntry) string {
+	return fmt.Sprintf("%s:%d -> %s:%d (revnat=%d)", e.Key.Address, e.Key.Port, e.Value.Address, e.Value.Port, e.Value.RevNAT)
+}
+
+// SockNATList prints cilium_lb4_reverse_sk as `cilium-dbg bpf socknat list` does (TablePrinter's layout),
+// sorted by cookie.
+func SockNATList(s *State) string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 5, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "%s\t%s\n", "Socket Cookie", "Backend -> Frontend")
+	rows := slices.Clone(s.SockRevNAT)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Key.Cookie < rows[j].Key.Cookie })
+	for _, e := range rows {
+		fmt.Fprintf(w, "%d\t%s\n", e.Key.Cookie, sockNATEntry(e))
+	}
+	w.Flush()
+	return sb.String()
 }

@@ -93,3 +93,64 @@ func TestEndpointList(t *testing.T) {
 		t.Errorf("EndpointMap: %v", m)
 	}
 }
+
+func TestServiceList(t *testing.T) {
+	s := newTestState(t)
+	addBackend(t, s, 1, "10.244.1.6:80", BackendActive)
+	addBackend(t, s, 2, "10.244.2.9:80", BackendTerminating)
+	addService(t, s, netip.MustParseAddrPort("172.18.0.2:30510"), 6, 4, FlagNodePort|FlagRoutable, 1, 2)
+	addService(t, s, netip.MustParseAddrPort("10.96.0.10:80"), 6, 3, FlagRoutable, 1, 2, 9)
+	addService(t, s, netip.MustParseAddrPort("10.96.0.11:80"), 6, 5, FlagRoutable)
+	want := "ID   Frontend               Service Type   Backend\n" +
+		"3    10.96.0.10:80/TCP      ClusterIP      1 => 10.244.1.6:80/TCP (active)\n" +
+		"                                           2 => 10.244.2.9:80/TCP (terminating)\n" +
+		"                                           3 => backend 9 not found\n" +
+		"4    172.18.0.2:30510/TCP   NodePort       1 => 10.244.1.6:80/TCP (active)\n" +
+		"                                           2 => 10.244.2.9:80/TCP (terminating)\n" +
+		"5    10.96.0.11:80/TCP      ClusterIP\n"
+	if got := ServiceList(s); got != want {
+		t.Errorf("ServiceList:\n%s\nwant:\n%s", got, want)
+	}
+	if l := Services(s); len(l) != 3 || l[2].Backends == nil || l[1].Flags != "NodePort" {
+		t.Errorf("Services: %+v (a frontend without backends must have [] for JSON)", l)
+	}
+}
+
+func TestCTListCountsWhatWasNotCollected(t *testing.T) {
+	s := &State{CT: []CTRow{{Map: MapCT, Key: CTTuple{Daddr: netip.MustParseAddr("172.18.0.1"), Saddr: netip.MustParseAddr("10.244.1.6"),
+		Dport: 80, Sport: 40000, Nexthdr: 6, Flags: TupleOut}, Value: CTEntry{RevNAT: 4, Flags: CTNodePort, FlagNames: []string{"node_port"}}}}, CTOther: 7}
+	got := CTList(s)
+	for _, frag := range []string{"TCP OUT 172.18.0.1:40000 -> 10.244.1.6:80 expires=0", "[ node_port ] RevNAT=4", "(7 more entries"} {
+		if !strings.Contains(got, frag) {
+			t.Errorf("CTList lacks %q:\n%s", frag, got)
+		}
+	}
+}
+
+// The socket LB's entries decode from the bytes bpf_sock writes (cookie in host order, address and ports in
+// network order) and list as cilium-dbg's socknat list, with ports that read as ports.
+func TestSockNATList(t *testing.T) {
+	raw, _ := hex.DecodeString("d7230000000000000af4030200500000") // cookie 9175, 10.244.3.2:80
+	val, _ := hex.DecodeString("0a609cb400500002")                 // 10.96.156.180:80, rev-NAT 2
+	var e SockRevNATEntry
+	if err := e.Key.UnmarshalBinary(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Value.UnmarshalBinary(val); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := e.Key.MarshalBinary(); hex.EncodeToString(k) != hex.EncodeToString(raw) {
+		t.Errorf("key round trip: %x, want %x", k, raw)
+	}
+	if v, _ := e.Value.MarshalBinary(); hex.EncodeToString(v) != hex.EncodeToString(val) {
+		t.Errorf("value round trip: %x, want %x", v, val)
+	}
+	s := &State{SockRevNAT: []SockRevNATEntry{e}}
+	want := "Socket Cookie   Backend -> Frontend\n9175            10.244.3.2:80 -> 10.96.156.180:80 (revnat=2)\n"
+	if got := SockNATList(s); got != want {
+		t.Errorf("SockNATList:\n%q\nwant\n%q", got, want)
+	}
+	if m := SockNATMap(s); len(m["9175"]) != 1 {
+		t.Errorf("SockNATMap: %v", m)
+	}
+}

@@ -27,6 +27,9 @@ const (
 	MapCTAny         = "cilium_ct_any4_global" // everything else
 	MapSourceRange   = "cilium_lb4_source_range"
 	MapEndpoints     = "cilium_lxc" // local endpoints: decides "backend is local" (no SNAT)
+	// MapSockRevNAT is bpf_sock's: for each socket the socket LB connected to a backend, the frontend it asked
+	// for (read back by getpeername and recvmsg; deleted when the socket is released).
+	MapSockRevNAT = "cilium_lb4_reverse_sk"
 )
 
 // DefaultBPFFS is where Cilium pins its maps.
@@ -64,6 +67,8 @@ const (
 	sizeLB4Service      = 12
 	sizeLB4Backend      = 12
 	sizeLB4RevNAT       = 6
+	sizeSockRevNATKey4  = 16
+	sizeSockRevNAT4     = 8
 	sizeCTTuple4        = 14
 	sizeCTEntry         = 56
 	sizeAffinityKey4    = 16
@@ -127,6 +132,23 @@ var Layouts = []Layout{
 		{Name: "lpm_key.prefixlen", Off: 0, Size: 4}, {Name: "rev_nat_id", Off: 4, Size: 2}, {Name: "pad", Off: 6, Size: 2},
 		{Name: "addr", Off: 8, Size: 4},
 	}},
+}
+
+// SockLayouts are the structs of bpf_sock's own map, checked against bpf_sock's BTF as Layouts are against
+// bpf_host's.
+var SockLayouts = []Layout{
+	{"ipv4_revnat_tuple", sizeSockRevNATKey4, []Field{
+		{Name: "cookie", Off: 0, Size: 8}, {Name: "address", Off: 8, Size: 4}, {Name: "port", Off: 12, Size: 2},
+		{Name: "pad", Off: 14, Size: 2},
+	}},
+	{"ipv4_revnat_entry", sizeSockRevNAT4, []Field{
+		{Name: "address", Off: 0, Size: 4}, {Name: "port", Off: 4, Size: 2}, {Name: "rev_nat_index", Off: 6, Size: 2},
+	}},
+}
+
+// SockMapTypes is MapTypes for the maps only bpf_sock declares.
+var SockMapTypes = map[string][2]string{
+	MapSockRevNAT: {"ipv4_revnat_tuple", "ipv4_revnat_entry"},
 }
 
 // MapTypes says which C types key and value each map is declared with (checked against the object's BTF).
@@ -723,4 +745,51 @@ func ProtoName(p uint8) string {
 		return n
 	}
 	return fmt.Sprint(p)
+}
+
+// SockRevNATKey is struct ipv4_revnat_tuple, the key of cilium_lb4_reverse_sk: a socket (its cookie) and the
+// backend the socket LB connected it to.
+type SockRevNATKey struct {
+	Cookie  uint64     `json:"cookie"`  // host order
+	Address netip.Addr `json:"address"` // net
+	Port    uint16     `json:"port"`    // net
+}
+
+func (k SockRevNATKey) MarshalBinary() ([]byte, error) {
+	b := make([]byte, sizeSockRevNATKey4)
+	host.PutUint64(b[0:8], k.Cookie)
+	put4(b[8:12], k.Address)
+	be.PutUint16(b[12:14], k.Port)
+	return b, nil
+}
+
+func (k *SockRevNATKey) UnmarshalBinary(b []byte) error {
+	if err := wantLen("ipv4_revnat_tuple", b, sizeSockRevNATKey4); err != nil {
+		return err
+	}
+	*k = SockRevNATKey{Cookie: host.Uint64(b[0:8]), Address: addr4(b[8:12]), Port: be.Uint16(b[12:14])}
+	return nil
+}
+
+// SockRevNATValue is struct ipv4_revnat_entry: the frontend the socket's connect() asked for.
+type SockRevNATValue struct {
+	Address netip.Addr `json:"address"` // net
+	Port    uint16     `json:"port"`    // net
+	RevNAT  uint16     `json:"revNat"`  // net, as the service's rev_nat_index
+}
+
+func (v SockRevNATValue) MarshalBinary() ([]byte, error) {
+	b := make([]byte, sizeSockRevNAT4)
+	put4(b[0:4], v.Address)
+	be.PutUint16(b[4:6], v.Port)
+	be.PutUint16(b[6:8], v.RevNAT)
+	return b, nil
+}
+
+func (v *SockRevNATValue) UnmarshalBinary(b []byte) error {
+	if err := wantLen("ipv4_revnat_entry", b, sizeSockRevNAT4); err != nil {
+		return err
+	}
+	*v = SockRevNATValue{Address: addr4(b[0:4]), Port: be.Uint16(b[4:6]), RevNAT: be.Uint16(b[6:8])}
+	return nil
 }

@@ -32,13 +32,16 @@ type State struct {
 	Affinity      []AffinityEntry      `json:"affinity,omitempty"`
 	AffinityMatch []AffinityMatchEntry `json:"affinityMatch,omitempty"`
 	Maglev        []MaglevEntry        `json:"maglev,omitempty"`
-	// CT holds the conntrack entries that matter to load-balancing: service entries (TUPLE_F_SERVICE) and
-	// the NodePort entries of translated flows. CTOther counts the rest (pod-to-pod policy entries), not kept:
-	// the table holds up to half a million entries.
+	// CT holds the conntrack entries: every one that matters to load-balancing (service entries,
+	// TUPLE_F_SERVICE; the NodePort entries of translated flows; entries with a rev-NAT index), and the others
+	// (connections' policy entries) up to CTKeepOther of them. CTOther counts those not kept: the table holds up
+	// to half a million entries.
 	CT           []CTRow            `json:"ct,omitempty"`
 	CTOther      int                `json:"ctOther,omitempty"`
 	SourceRanges []SourceRangeEntry `json:"sourceRanges,omitempty"`
 	Endpoints    []EndpointEntry    `json:"endpoints,omitempty"`
+	// SockRevNAT is the socket LB's state: one entry per live socket it translated (cilium_lb4_reverse_sk).
+	SockRevNAT []SockRevNATEntry `json:"sockRevNat,omitempty"`
 	// Missing lists the optional maps that were not pinned (affinity and Maglev maps exist only when enabled).
 	Missing  []string `json:"missing,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -123,6 +126,16 @@ func (m MaglevEntry) Backends(order binary.ByteOrder) []uint32 {
 	}
 	return out
 }
+
+// SockRevNATEntry is one cilium_lb4_reverse_sk entry.
+type SockRevNATEntry struct {
+	Key   SockRevNATKey   `json:"key"`
+	Value SockRevNATValue `json:"value"`
+	Raw   Raw             `json:"raw"`
+}
+
+// CTKeepOther is how many conntrack entries that do not matter to load-balancing a collection keeps.
+const CTKeepOther = 4096
 
 // CTRow is one conntrack entry.
 type CTRow struct {
@@ -222,6 +235,7 @@ func (s *State) sort() {
 		return s.SourceRanges[i].Raw.Key.String() < s.SourceRanges[j].Raw.Key.String()
 	})
 	sort.Slice(s.Endpoints, func(i, j int) bool { return s.Endpoints[i].Raw.Key.String() < s.Endpoints[j].Raw.Key.String() })
+	sort.Slice(s.SockRevNAT, func(i, j int) bool { return s.SockRevNAT[i].Raw.Key.String() < s.SockRevNAT[j].Raw.Key.String() })
 }
 
 // lessServiceKey orders frontends by address, port, protocol, scope, then slot.

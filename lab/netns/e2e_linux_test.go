@@ -124,6 +124,9 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 			t.Errorf("pod %s never answered (answers: %v)", pod.Name, answered)
 		}
 	}
+	if d == dataplanes.EBPF {
+		checkLBViews(t, name, status.Nodes[1].Name, kubectl("get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"), pods)
+	}
 
 	// The kernel's rules carry the Service's chains, named after it.
 	for _, n := range status.Nodes {
@@ -209,6 +212,43 @@ func checkEBPFNode(t *testing.T, name string, n lab.Node, pods []v1.Pod) {
 	}
 	if rules, err := exec.Command("ip", "netns", "exec", n.Name, "iptables-save").Output(); err == nil && strings.Contains(string(rules), "KUBE-") {
 		t.Errorf("%s runs Cilium's datapath but has kube-proxy rules:\n%s", n.Name, rules)
+	}
+}
+
+// checkLBViews checks what `lb services` and `lb socknat` show on an ebpf node: the web Service's ClusterIP with
+// each pod as an active backend, and, while a connection the node opened to it is open, the socket LB's entry
+// for it (gone once the socket is released).
+func checkLBViews(t *testing.T, name, node, clusterIP string, pods []v1.Pod) {
+	t.Helper()
+	svcs := mustK8sguide(t, "lb", "services", "--name", name, "--node", node)
+	if !regexp.MustCompile(`\d+\s+` + regexp.QuoteMeta(clusterIP) + `:80/TCP\s+ClusterIP\s+1 => `).MatchString(svcs) {
+		t.Errorf("lb services does not list %s:80/TCP as a ClusterIP:\n%s", clusterIP, svcs)
+	}
+	for _, pod := range pods {
+		if !strings.Contains(svcs, "=> "+pod.Status.PodIP+":80/TCP (active)") {
+			t.Errorf("lb services does not list %s as an active backend:\n%s", pod.Status.PodIP, svcs)
+		}
+	}
+	// bash's /dev/tcp holds the connection open for 4 s; connect() went through cil_sock4_connect.
+	held := exec.Command(e2etest.Binary, "exec", "--name", name, node, "--", "bash", "-c", "exec 3<>/dev/tcp/"+clusterIP+"/80; sleep 4")
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := "-> " + clusterIP + ":80 (revnat="
+	var entries string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if entries = mustK8sguide(t, "lb", "socknat", "--name", name, "--node", node); strings.Contains(entries, want) {
+			break
+		}
+	}
+	if !strings.Contains(entries, want) {
+		t.Errorf("lb socknat shows no socket connected through %s:80 while one is open:\n%s", clusterIP, entries)
+	}
+	if err := held.Wait(); err != nil {
+		t.Errorf("holding a connection to %s:80 from %s: %v", clusterIP, node, err)
+	}
+	if after := mustK8sguide(t, "lb", "socknat", "--name", name, "--node", node); strings.Contains(after, want) {
+		t.Errorf("lb socknat still shows the entry after the socket was released (cil_sock_release deletes it):\n%s", after)
 	}
 }
 

@@ -1,5 +1,6 @@
-// Package lb implements `k8sguide lb list` and `lb endpoints`: a node's Cilium load-balancing maps and its
-// endpoints as `cilium-dbg bpf lb list` and `cilium-dbg bpf endpoint list` print them.
+// Package lb implements `k8sguide lb`: a node's Cilium load-balancing state as cilium-dbg prints it — `lb list`
+// (`bpf lb list`), `lb services` (`service list`), `lb endpoints` (`bpf endpoint list`), `lb ct` (`bpf ct list
+// global`) and `lb socknat` (`bpf socknat list`, the socket LB's state).
 package lb
 
 import (
@@ -24,7 +25,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Cilium's load-balancing maps on an ebpf node",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newListCommand(streams), newEndpointsCommand(streams))
+	cmd.AddCommand(newListCommand(streams), newServicesCommand(streams), newEndpointsCommand(streams), newCTCommand(streams), newSockNATCommand(streams))
 	return cmd
 }
 
@@ -36,11 +37,13 @@ func sourceFlags(cmd *cobra.Command, f *flags) {
 	fl.StringVar(&f.BPFFS, "bpffs", "", "read the Cilium maps pinned in this directory of the machine it runs on (e.g. "+lab.DefaultCiliumMaps+" on a Cilium node)")
 }
 
-func newEndpointsCommand(streams lab.Streams) *cobra.Command {
+// newViewCommand is an lb subcommand that prints one view of the node's maps: as a table (cilium-dbg's text), or
+// with -o json as jsonHelp says.
+func newViewCommand(streams lab.Streams, use, short, jsonHelp string, table func(*ebpf.State) string, asJSON func(*ebpf.State) any) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
-		Use:   "endpoints [--node NODE | --snapshot FILE | --bpffs DIR]",
-		Short: "Print the node's endpoints map (cilium_lxc) as `cilium-dbg bpf endpoint list` does",
+		Use:   use + " [--node NODE | --snapshot FILE | --bpffs DIR]",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.Output != "table" && f.Output != "json" {
@@ -51,20 +54,46 @@ func newEndpointsCommand(streams lab.Streams) *cobra.Command {
 				return err
 			}
 			if f.Output == "json" {
-				return writeJSON(streams.Out, ebpf.EndpointMap(st))
+				return writeJSON(streams.Out, asJSON(st))
 			}
-			_, err = io.WriteString(streams.Out, ebpf.EndpointList(st))
+			_, err = io.WriteString(streams.Out, table(st))
 			return err
 		},
 	}
 	sourceFlags(cmd, f)
-	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or json (cilium-dbg's -o json: address to entries)")
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or json ("+jsonHelp+")")
 	return cmd
+}
+
+func newEndpointsCommand(streams lab.Streams) *cobra.Command {
+	return newViewCommand(streams, "endpoints", "Print the node's endpoints map (cilium_lxc) as `cilium-dbg bpf endpoint list` does",
+		"cilium-dbg's -o json: address to entries", ebpf.EndpointList, func(s *ebpf.State) any { return ebpf.EndpointMap(s) })
+}
+
+func newServicesCommand(streams lab.Streams) *cobra.Command {
+	return newViewCommand(streams, "services", "Print the node's frontends and their backends as `cilium-dbg service list` does, rebuilt from the maps",
+		"id, frontend, type, flags and backends of each frontend", ebpf.ServiceList, func(s *ebpf.State) any { return ebpf.Services(s) })
+}
+
+func newCTCommand(streams lab.Streams) *cobra.Command {
+	return newViewCommand(streams, "ct", "Print the node's conntrack entries as `cilium-dbg bpf ct list global` does",
+		"each entry's map, decoded tuple and entry, and raw bytes", ebpf.CTList, func(s *ebpf.State) any {
+			return struct {
+				Entries      []ebpf.CTRow `json:"entries"`
+				NotCollected int          `json:"notCollected"`
+			}{s.CT, s.CTOther}
+		})
+}
+
+func newSockNATCommand(streams lab.Streams) *cobra.Command {
+	return newViewCommand(streams, "socknat", "Print the socket LB's state (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` does: each socket it connected to a backend, and the frontend it asked for",
+		"cilium-dbg's -o json: socket cookie to entries", ebpf.SockNATList, func(s *ebpf.State) any { return ebpf.SockNATMap(s) })
 }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "->" in entries, as cilium-dbg prints them
 	return enc.Encode(v)
 }
 
@@ -79,17 +108,20 @@ func newListCommand(streams lab.Streams) *cobra.Command {
 		},
 	}
 	sourceFlags(cmd, f)
-	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table or wide")
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "table, wide, or json (cilium-dbg's -o json: each services-map key to its entry)")
 	return cmd
 }
 
 func runList(cmd *cobra.Command, f *flags, streams lab.Streams) error {
-	if f.Output != "table" && f.Output != "wide" {
-		return fmt.Errorf("--output %q: want table or wide", f.Output)
+	if f.Output != "table" && f.Output != "wide" && f.Output != "json" {
+		return fmt.Errorf("--output %q: want table, wide or json", f.Output)
 	}
 	st, err := ciliumMaps(cmd.Context(), mapsSource{bpffs: f.BPFFS, snapshot: f.Snapshot, in: streams.In, lab: f.Name, node: f.Node})
 	if err != nil {
 		return err
+	}
+	if f.Output == "json" {
+		return writeJSON(streams.Out, ebpf.LBMap(st))
 	}
 	list := ebpf.LBList
 	if f.Output == "wide" {
