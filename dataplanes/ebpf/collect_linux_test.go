@@ -219,8 +219,10 @@ func TestCollect(t *testing.T) {
 	if len(s.Affinity) != 1 || s.Affinity[0].Key != ak || s.Affinity[0].Value != av || len(s.AffinityMatch) != 1 {
 		t.Errorf("affinity: %+v %+v", s.Affinity, s.AffinityMatch)
 	}
-	if len(s.CT) != 1 || s.CTOther != 1 || s.CT[0].Key != ct || s.CT[0].Value.BackendID != 1 ||
-		!slices.Equal(s.CT[0].Value.FlagNames, []string{"seen_non_syn"}) {
+	// Both entries are kept (a connection's policy entry too, under CTKeepOther); the service entry decoded.
+	svcCT := slices.IndexFunc(s.CT, func(r CTRow) bool { return r.Key == ct })
+	if len(s.CT) != 2 || s.CTOther != 0 || svcCT < 0 || s.CT[svcCT].Value.BackendID != 1 ||
+		!slices.Equal(s.CT[svcCT].Value.FlagNames, []string{"seen_non_syn"}) {
 		t.Errorf("conntrack: %+v (other %d)", s.CT, s.CTOther)
 	}
 	if s.MaglevLUTSize != len(lut) || len(s.Maglev) != 1 || !slices.Equal(s.Maglev[0].Backends(s.byteOrder()), lut) {
