@@ -161,10 +161,14 @@ func Defines(o Options) []string {
 		fmt.Sprintf("-DIPV4_DIRECT_ROUTING=%#x", le32(o.NodeIP)),
 		// Not SERVICE_NO_BACKEND_RESPONSE (the agent's default --service-no-backend-response=reject): built
 		// with it, bpf_host does send the ICMP port unreachable for a Service without backends (seen on the
-		// client's veth), but the client's IP layer discards it (IpInDiscards; the frame carries 32 bytes
-		// past the IP total length; why it is discarded is not pinned down), so the connection hangs as on a
-		// drop. Without it the datapath drops, which is what a client here sees either way, and what the
-		// trace then says.
+		// client's veth), but the client's IP layer discards it (IpInDiscards), so the connection hangs as on
+		// a drop. The SYN left the client with its checksum still to do (tx checksumming is on for a veth's
+		// and a bridge's local sockets, and a veth passes the packet on as it is), and the ICMP reply, made
+		// from it in place, reaches the client's IP layer in that state: with `ethtool -K br0 tx off` in the
+		// client's namespace the same reply is accepted and connect() is refused at once (measured). A client
+		// on another machine sends with the checksum done, so a real NIC never shows this; kind's Docker host
+		// is veth-attached as this lab is (not measured). Without the define the datapath drops, which is what
+		// a client here sees either way, and what the trace then says.
 		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
 		// carry the protocol and the define is gone. ENABLE_HOST_ROUTING and ENABLE_SESSION_AFFINITY are gone
 		// too: enable_bpf_host_routing is a load-time constant and affinity is always compiled in.)
