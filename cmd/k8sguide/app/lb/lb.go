@@ -71,7 +71,7 @@ func newEndpointsCommand(streams lab.Streams) *cobra.Command {
 }
 
 func newServicesCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "services", "Print the node's frontends and their backends as `cilium-dbg service list` does, rebuilt from the maps",
+	return newViewCommand(streams, "services", "Print the node's frontends and backends as `cilium-dbg service list` does, from the maps",
 		"id, frontend, type, flags and backends of each frontend", ebpf.ServiceList, func(s *ebpf.State) any { return ebpf.Services(s) })
 }
 
@@ -86,7 +86,7 @@ func newCTCommand(streams lab.Streams) *cobra.Command {
 }
 
 func newSockNATCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "socknat", "Print the socket LB's state (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` does: each socket it connected to a backend, and the frontend it asked for",
+	return newViewCommand(streams, "socknat", "Print the socket LB's live sockets (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` does",
 		"cilium-dbg's -o json: socket cookie to entries", ebpf.SockNATList, func(s *ebpf.State) any { return ebpf.SockNATMap(s) })
 }
 
