@@ -66,17 +66,17 @@ func newViewCommand(streams lab.Streams, use, short, jsonHelp string, table func
 }
 
 func newEndpointsCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "endpoints", "Print the node's endpoints map (cilium_lxc) as `cilium-dbg bpf endpoint list` does",
+	return newViewCommand(streams, "endpoints", "Endpoints (cilium_lxc) as `cilium-dbg bpf endpoint list` prints them",
 		"cilium-dbg's -o json: address to entries", ebpf.EndpointList, func(s *ebpf.State) any { return ebpf.EndpointMap(s) })
 }
 
 func newServicesCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "services", "Print the node's frontends and backends as `cilium-dbg service list` does, from the maps",
+	return newViewCommand(streams, "services", "Frontends and their backends as `cilium-dbg service list` prints them",
 		"id, frontend, type, flags and backends of each frontend", ebpf.ServiceList, func(s *ebpf.State) any { return ebpf.Services(s) })
 }
 
 func newCTCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "ct", "Print the node's conntrack entries as `cilium-dbg bpf ct list global` does",
+	return newViewCommand(streams, "ct", "Conntrack entries as `cilium-dbg bpf ct list global` prints them",
 		"each entry's map, decoded tuple and entry, and raw bytes", ebpf.CTList, func(s *ebpf.State) any {
 			return struct {
 				Entries      []ebpf.CTRow `json:"entries"`
@@ -86,7 +86,7 @@ func newCTCommand(streams lab.Streams) *cobra.Command {
 }
 
 func newSockNATCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "socknat", "Print the socket LB's live sockets (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` does",
+	return newViewCommand(streams, "socknat", "Socket-LB sockets (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` prints them",
 		"cilium-dbg's -o json: socket cookie to entries", ebpf.SockNATList, func(s *ebpf.State) any { return ebpf.SockNATMap(s) })
 }
 
@@ -101,7 +101,7 @@ func newListCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "list [--node NODE | --snapshot FILE | --bpffs DIR]",
-		Short: "Print the service, backend and reverse-NAT maps as `cilium-dbg bpf lb list` does (-o wide: with the raw keys and values)",
+		Short: "Service, backend and rev-NAT maps as `cilium-dbg bpf lb list` prints them (-o wide: raw bytes)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runList(cmd, f, streams)
