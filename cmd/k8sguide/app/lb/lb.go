@@ -86,7 +86,7 @@ func newCTCommand(streams lab.Streams) *cobra.Command {
 }
 
 func newSockNATCommand(streams lab.Streams) *cobra.Command {
-	return newViewCommand(streams, "socknat", "Socket-LB sockets (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` prints them",
+	return newViewCommand(streams, "socknat", "Socket-LB sockets (cilium_lb4_reverse_sk) as `cilium-dbg bpf socknat list` shows them",
 		"cilium-dbg's -o json: socket cookie to entries", ebpf.SockNATList, func(s *ebpf.State) any { return ebpf.SockNATMap(s) })
 }
 
@@ -101,7 +101,7 @@ func newListCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "list [--node NODE | --snapshot FILE | --bpffs DIR]",
-		Short: "Service, backend and rev-NAT maps as `cilium-dbg bpf lb list` prints them (-o wide: raw bytes)",
+		Short: "Service, backend and rev-NAT maps as `cilium-dbg bpf lb list` prints them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runList(cmd, f, streams)
