@@ -215,25 +215,36 @@ func (w *walker) maglev(b branch, svc ServiceEntry) []choice {
 	return out
 }
 
+// lookupBackend is the backends-map lookup of a chosen backend id (fn: the function that makes it): the hop,
+// matched with the value when the backend exists, the backend, and where it sends the packet (its port, or the
+// frontend's when the backend has none).
+func (w *walker) lookupBackend(id uint32, fn string) (trace.Hop, BackendEntry, netip.AddrPort, bool) {
+	kraw, _ := BackendKey{ID: id}.MarshalBinary()
+	h := w.hop(MapBackends, fn, fmt.Sprintf("lookup backend %d (key %s)", id, Hex(kraw)))
+	be, ok := w.s.backend(id)
+	if !ok {
+		return h, be, netip.AddrPort{}, false
+	}
+	port := w.flow.Dport
+	if be.Value.Port != 0 {
+		port = be.Value.Port
+	}
+	h.Matched = true
+	h.Text += " value " + be.Raw.Value.String()
+	return h, be, netip.AddrPortFrom(be.Value.Address, port), true
+}
+
 // backend looks the chosen backend up, DNATs, and follows nodeport_svc_lb4 to the packet's way out.
 func (w *walker) backend(c choice, svc ServiceEntry, tuple CTTuple) {
 	f := w.flow
 	flags := svc.Value.ServiceFlags()
-	kraw, _ := BackendKey{ID: c.id}.MarshalBinary()
-	h := w.hop(MapBackends, "lb4_lookup_backend → lb4_dnat_request", fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
-	be, ok := w.s.backend(c.id)
+	h, be, dst, ok := w.lookupBackend(c.id, "lb4_lookup_backend → lb4_dnat_request")
 	if !ok {
 		h.Reason = fmt.Sprintf("no backend %d", c.id)
 		w.noService(c.b.with(h), svc, fmt.Sprintf("backend %d not found", c.id))
 		return
 	}
-	port := f.Dport
-	if be.Value.Port != 0 {
-		port = be.Value.Port
-	}
-	dst := netip.AddrPortFrom(be.Value.Address, port)
-	h.Matched = true
-	h.Text += " value " + be.Raw.Value.String()
+	port := dst.Port()
 	h.Verdict = "dnat to " + dst.String()
 	h.Changes = []string{fmt.Sprintf("daddr %s -> %s", f.Dst, be.Value.Address), fmt.Sprintf("dport %d -> %d", f.Dport, port)}
 	if c.ct != "" {

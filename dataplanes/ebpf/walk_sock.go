@@ -92,9 +92,7 @@ func (w *walker) slotsSock(b branch, svc ServiceEntry) []choice {
 // connect() address; then the node's routing takes the connection to the backend.
 func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	f := w.flow
-	kraw, _ := BackendKey{ID: c.id}.MarshalBinary()
-	h := w.hop(MapBackends, "__lb4_lookup_backend", fmt.Sprintf("lookup backend %d (key %s)", c.id, Hex(kraw)))
-	be, ok := w.s.backend(c.id)
+	h, be, dst, ok := w.lookupBackend(c.id, "__lb4_lookup_backend")
 	if !ok {
 		h.Reason = fmt.Sprintf("no backend %d: connect() fails with EHOSTUNREACH", c.id)
 		h.Verdict = "connect() fails: -EHOSTUNREACH"
@@ -102,13 +100,6 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 		w.finish(b, trace.Rejected, &b.hops[len(b.hops)-1], trace.Path{})
 		return
 	}
-	port := f.Dport
-	if be.Value.Port != 0 {
-		port = be.Value.Port
-	}
-	dst := netip.AddrPortFrom(be.Value.Address, port)
-	h.Matched = true
-	h.Text += " value " + be.Raw.Value.String()
 	h.Verdict = "connect() to " + dst.String()
 	h.Changes = []string{
 		fmt.Sprintf("the socket's destination %s -> %s (user_ip4, user_port): no packet to the frontend is ever sent", netip.AddrPortFrom(f.Dst, f.Dport), dst),
