@@ -83,17 +83,7 @@ func cName(t btf.Type) string {
 // decodes (size, and each field's offset and width), the key and value types of every map it reads, and the
 // config variables it decodes, against the object's BTF: an upstream layout change fails here.
 func TestLayoutsMatchBPFHost(t *testing.T) {
-	ciliumSources(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	obj, err := datapath.Compile(ctx, datapath.Options{NodeIP: netip.MustParseAddr("172.18.0.2")}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := btf.LoadSpec(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := compiledBTF(t, datapath.Options{NodeIP: netip.MustParseAddr("172.18.0.2")})
 
 	checkLayouts(t, spec, Layouts)
 	checkMapTypes(t, spec, MapTypes, "bpf_host.o")
@@ -173,6 +163,23 @@ func TestConstantsMatchSources(t *testing.T) {
 	}
 }
 
+// compiledBTF compiles one of Cilium's programs as the lab does and returns the object's BTF.
+func compiledBTF(t *testing.T, o datapath.Options) *btf.Spec {
+	t.Helper()
+	ciliumSources(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obj, err := datapath.Compile(ctx, o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpec(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
 // checkLayouts checks each struct's size and its fields' offsets and widths against the object's BTF.
 func checkLayouts(t *testing.T, spec *btf.Spec, layouts []Layout) {
 	t.Helper()
@@ -246,17 +253,7 @@ func checkMapTypes(t *testing.T, spec *btf.Spec, types map[string][2]string, obj
 // TestLayoutsMatchBPFSock checks the socket LB's own map (cilium_lb4_reverse_sk, which `lb socknat` reads)
 // against bpf_sock.c compiled as the lab compiles it.
 func TestLayoutsMatchBPFSock(t *testing.T) {
-	ciliumSources(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	obj, err := datapath.Compile(ctx, datapath.Options{Program: datapath.Sock, NodeIP: netip.MustParseAddr("172.18.0.2"), HostNetnsCookie: 1}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := btf.LoadSpec(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := compiledBTF(t, datapath.Options{Program: datapath.Sock, NodeIP: netip.MustParseAddr("172.18.0.2"), HostNetnsCookie: 1})
 	checkLayouts(t, spec, SockLayouts)
 	checkMapTypes(t, spec, SockMapTypes, "bpf_sock.o")
 }
