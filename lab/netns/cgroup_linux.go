@@ -85,15 +85,12 @@ func inCgroup(attr *syscall.SysProcAttr, dir string) (func(), error) {
 // lab has one, then the lab's mount of the hierarchy. The programs attached to a node's cgroup go with it.
 func removeCgroups(store state.Store, labName string) error {
 	mnt := CgroupMount(store, labName)
-	var st unix.Statfs_t
-	if err := unix.Statfs(mnt, &st); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+	mounted, err := mountedAs(mnt, unix.CGROUP2_SUPER_MAGIC)
+	if err != nil {
 		return err
 	}
-	if st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return os.RemoveAll(mnt) // made, never mounted: an empty directory
+	if !mounted {
+		return os.RemoveAll(mnt) // made, never mounted: an empty directory (or gone already)
 	}
 	labCg := labCgroup(store, labName)
 	var errs []error

@@ -2,7 +2,6 @@ package netns
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -107,15 +106,12 @@ func mountBPFFS(dir string) error {
 // unmountBPFFS removes the lab's bpffs, and with it every pin in it (the links: their programs detach unless
 // an interface still holds them, and interfaces go with the namespaces).
 func unmountBPFFS(dir string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+	mounted, err := mountedAs(dir, unix.BPF_FS_MAGIC)
+	if err != nil {
 		return err
 	}
-	if st.Type != unix.BPF_FS_MAGIC {
-		return os.RemoveAll(dir)
+	if !mounted {
+		return os.RemoveAll(dir) // made, never mounted (or gone already)
 	}
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("unmounting %s: %w", dir, err)

@@ -3,6 +3,7 @@ package netns
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,6 +41,19 @@ func ipOutput(ctx context.Context, args ...string) (string, error) {
 const netnsDir = "/run/netns"
 
 func nsPath(name string) string { return filepath.Join(netnsDir, name) }
+
+// mountedAs tells whether dir holds a mount of the filesystem whose statfs magic is magic; a directory that does
+// not exist holds none.
+func mountedAs(dir string, magic int64) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return st.Type == magic, nil
+}
 
 func nsExists(name string) bool {
 	_, err := os.Stat(nsPath(name))
