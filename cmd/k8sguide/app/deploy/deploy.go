@@ -94,11 +94,16 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if err := live.WaitServing(cmd.Context(), p, f.Name, touched, live.ServingTimeout); err != nil {
 		return err
 	}
+	printCreated(streams.Out, m)
+	return nil
+}
+
+// printCreated says what the manifest made, as kubectl does.
+func printCreated(w io.Writer, m *workload.Manifest) {
 	for _, d := range m.Deployments {
-		fmt.Fprintf(streams.Out, "deployment.apps/%s created (%d replicas)\n", d.Name, *d.Spec.Replicas)
+		fmt.Fprintf(w, "deployment.apps/%s created (%s)\n", d.Name, lab.Count(*d.Spec.Replicas, "replica"))
 	}
 	for _, s := range m.Services {
-		fmt.Fprintf(streams.Out, "service/%s created\n", s.Name)
+		fmt.Fprintf(w, "service/%s created\n", s.Name)
 	}
-	return nil
 }
