@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -108,9 +109,33 @@ func (s Store) Create(name string) (*Handle, error) {
 	return s.lockDir(name)
 }
 
+// NeedsRootError is a permission error on the store. The store is root's (DefaultRoot is 0700, as the labs
+// it describes need root), so what the user lacks is root, which the bare "permission denied" does not say.
+type NeedsRootError struct {
+	Path string
+	Err  error
+}
+
+func (e *NeedsRootError) Error() string {
+	return fmt.Sprintf("k8sguide needs root to read the netns labs' state (%s): run it with sudo", e.Path)
+}
+
+func (e *NeedsRootError) Unwrap() error { return e.Err }
+
+// needsRoot makes a permission error on path a *NeedsRootError, and returns any other error as it is.
+func needsRoot(err error, path string) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return &NeedsRootError{Path: path, Err: err}
+	}
+	return err
+}
+
 // Lock waits for exclusive access to an existing lab.
 func (s Store) Lock(name string) (*Handle, error) {
 	if _, err := os.Stat(s.Dir(name)); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, needsRoot(err, s.Dir(name))
+		}
 		return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
 	}
 	h, err := s.lockDir(name)
@@ -128,7 +153,7 @@ func (s Store) lockDir(name string) (*Handle, error) {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
 			}
-			return nil, err
+			return nil, needsRoot(err, path)
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 			f.Close()
@@ -183,12 +208,15 @@ func (s Store) Read(name string) (*Lab, error) {
 	data, err := os.ReadFile(s.StatePath(name))
 	if errors.Is(err, os.ErrNotExist) {
 		if _, derr := os.Stat(s.Dir(name)); derr != nil {
+			if errors.Is(derr, fs.ErrPermission) {
+				return nil, needsRoot(derr, s.Dir(name))
+			}
 			return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
 		}
 		return &Lab{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, needsRoot(err, s.StatePath(name))
 	}
 	var l Lab
 	if err := json.Unmarshal(data, &l); err != nil {
@@ -273,7 +301,7 @@ func (s Store) List() ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, needsRoot(err, s.Root)
 	}
 	var names []string
 	for _, e := range entries {
