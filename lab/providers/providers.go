@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/chart"
@@ -80,6 +83,76 @@ func CiliumValues(cfg lab.Config) (map[string]any, string, error) {
 	return v, fmt.Sprintf("%s --version %s", chart.ChartRepo, chart.Version()), err
 }
 
+// NameUsage is the help of --name for a command that targets an existing lab (LabName says how it is chosen).
+const NameUsage = "lab name (default: the only lab there is; " + lab.DefaultName + " when there is none)"
+
+// ForLabFlag is ForLab for a command's --name: name points at the flag's value and set says whether the user
+// gave it (cmd.Flags().Changed("name")). When not given, *name becomes LabName's choice, so that the command
+// goes on with the lab it targets.
+func ForLabFlag(name *string, set bool) (lab.Provider, error) {
+	n, err := LabName(context.Background(), *name, set)
+	if err != nil {
+		return nil, err
+	}
+	*name = n
+	return ForLab(n)
+}
+
+// LabName is the lab a command targets: --name's value when the user gave one; else the only lab there is, so
+// that a lab made with another name needs no --name; else, with no lab at all, lab.DefaultName (whose "no lab
+// named" error lists what exists). Several labs and no --name is an error naming them: picking one would act
+// on a lab the user may not mean (down deletes it).
+func LabName(ctx context.Context, name string, set bool) (string, error) {
+	if set && name != "" {
+		return name, nil
+	}
+	labs, err := Labs(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch len(labs) {
+	case 0:
+		return lab.DefaultName, nil
+	case 1:
+		return labs[0], nil
+	}
+	return "", fmt.Errorf("several labs exist (%s): say which with --name", strings.Join(labs, ", "))
+}
+
+// netnsLabs and kindLabs list each provider's labs; tests replace them.
+var (
+	netnsLabs = func() ([]string, error) { return state.Default().List() }
+	kindLabs  = func(ctx context.Context) ([]string, error) {
+		k, err := kind.New(installCilium)
+		if err != nil {
+			return nil, err
+		}
+		return k.List(ctx)
+	}
+)
+
+// Labs names the labs that exist, sorted: the netns labs, and kind's clusters when a Docker engine answers. As
+// ForLab, it looks only at $K8SGUIDE_PROVIDER's provider when that is set. A store this user may not read is
+// an error (state.NeedsRootError) rather than no netns labs: the labs it hides would make the answer wrong.
+func Labs(ctx context.Context) ([]string, error) {
+	var labs []string
+	if os.Getenv(Env) != "kind" {
+		names, err := netnsLabs()
+		if err != nil {
+			return nil, err
+		}
+		labs = append(labs, names...)
+	}
+	if os.Getenv(Env) != "netns" && engineAnswers(ctx) == nil {
+		// A Docker engine that answers but whose clusters cannot be listed holds none we can use.
+		if names, err := kindLabs(ctx); err == nil {
+			labs = append(labs, names...)
+		}
+	}
+	slices.Sort(labs)
+	return slices.Compact(labs), nil
+}
+
 // ForLab returns the provider that holds the named lab: a netns lab of that name, else a kind cluster of that
 // name when a Docker engine answers.
 func ForLab(name string) (lab.Provider, error) {
@@ -92,8 +165,12 @@ func ForLab(name string) (lab.Provider, error) {
 	case "kind":
 		return kind.New(installCilium)
 	}
+	// A store this user may not read (root's) may still leave a kind cluster of that name, which needs no root.
+	var denied error
 	if _, err := state.Default().View(name); err == nil {
 		return netns.New()
+	} else if errors.Is(err, fs.ErrPermission) {
+		denied = err
 	} else if !isNotFound(err) {
 		return nil, err
 	}
@@ -109,6 +186,9 @@ func ForLab(name string) (lab.Provider, error) {
 				}
 			}
 		}
+	}
+	if denied != nil {
+		return nil, denied
 	}
 	// Neither has it: netns says so, with the labs it knows.
 	return netns.New()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/state"
 )
 
 func TestChoose(t *testing.T) {
@@ -83,5 +85,83 @@ func TestDryRun(t *testing.T) {
 	}
 	if err := DryRun("kind", lab.Config{Name: "x", Dataplane: dataplanes.IPTables}, "toml", &out); err == nil {
 		t.Error("accepted -o toml")
+	}
+}
+
+// TestLabName: --name given is kept; not given, the only lab (netns or kind) is the one, none is
+// lab.DefaultName, several is an error naming them (GitHub issue 17).
+func TestLabName(t *testing.T) {
+	ctx := context.Background()
+	defer func(e func(context.Context) error, n func() ([]string, error), k func(context.Context) ([]string, error)) {
+		engineAnswers, netnsLabs, kindLabs = e, n, k
+	}(engineAnswers, netnsLabs, kindLabs)
+	denied := &state.NeedsRootError{Path: "/run/k8sguide", Err: fs.ErrPermission}
+	for _, tc := range []struct {
+		name        string
+		env         string
+		netns, kind []string
+		netnsErr    error
+		docker      bool
+		flag        string
+		set         bool
+		want        string
+		wantErr     string
+	}{
+		{name: "given", netns: []string{"a", "b"}, flag: "b", set: true, want: "b"},
+		{name: "given, not there", netns: []string{"a"}, flag: "zz", set: true, want: "zz"},
+		{name: "given, store unreadable", netnsErr: denied, flag: "zz", set: true, want: "zz"},
+		{name: "no lab", docker: true, flag: lab.DefaultName, want: lab.DefaultName},
+		{name: "one netns lab", netns: []string{"ipt"}, flag: lab.DefaultName, want: "ipt"},
+		{name: "one kind lab", kind: []string{"kc"}, docker: true, flag: lab.DefaultName, want: "kc"},
+		{name: "kind unasked without an engine", netns: []string{"ipt"}, kind: []string{"kc"}, want: "ipt"},
+		{name: "one of each", netns: []string{"ipt"}, kind: []string{"kc"}, docker: true, wantErr: "several labs exist (ipt, kc): say which with --name"},
+		{name: "several netns labs", netns: []string{"rough1", "ipt", "k8s-guide"}, wantErr: "several labs exist (ipt, k8s-guide, rough1): say which with --name"},
+		{name: "one name on both", netns: []string{"x"}, kind: []string{"x"}, docker: true, want: "x"},
+		{name: "empty --name is no --name", netns: []string{"ipt"}, flag: "", set: true, want: "ipt"},
+		{name: "unreadable store", netnsErr: denied, kind: []string{"kc"}, docker: true, wantErr: "needs root"},
+		{name: "K8SGUIDE_PROVIDER=netns", env: "netns", netns: []string{"ipt"}, kind: []string{"kc"}, docker: true, want: "ipt"},
+		{name: "K8SGUIDE_PROVIDER=kind", env: "kind", netnsErr: denied, kind: []string{"kc"}, docker: true, want: "kc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(Env, tc.env)
+			netnsLabs = func() ([]string, error) { return tc.netns, tc.netnsErr }
+			kindLabs = func(context.Context) ([]string, error) { return tc.kind, nil }
+			engineAnswers = func(context.Context) error {
+				if tc.docker {
+					return nil
+				}
+				return errors.New("no Docker engine answers")
+			}
+			got, err := LabName(ctx, tc.flag, tc.set)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %q, %v; want error %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestForLabFlag: the resolved name is written back for the command to use.
+func TestForLabFlag(t *testing.T) {
+	defer func(n func() ([]string, error)) { netnsLabs = n }(netnsLabs)
+	t.Setenv(Env, "netns")
+	netnsLabs = func() ([]string, error) { return []string{"solo"}, nil }
+	name := lab.DefaultName
+	if _, err := ForLabFlag(&name, false); err != nil || name != "solo" {
+		t.Errorf("not given: %q, %v", name, err)
+	}
+	name = "other"
+	if _, err := ForLabFlag(&name, true); err != nil || name != "other" {
+		t.Errorf("given: %q, %v", name, err)
+	}
+	netnsLabs = func() ([]string, error) { return []string{"a", "b"}, nil }
+	name = lab.DefaultName
+	if _, err := ForLabFlag(&name, false); err == nil || name != lab.DefaultName {
+		t.Errorf("several: %q, %v", name, err)
 	}
 }

@@ -50,16 +50,18 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if f.Node != "" && f.From != "node" {
 				return fmt.Errorf("--node is where --from node connections start: give --from node")
 			}
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
+			if err != nil {
+				return err
+			}
+			// Status first, --node or not: it says when there is no such lab, which a connection from the client
+			// would report as a connection that failed.
+			st, err := p.Status(cmd.Context(), f.Name)
 			if err != nil {
 				return err
 			}
 			node := f.Node
 			if node != "" {
-				st, err := p.Status(cmd.Context(), f.Name)
-				if err != nil {
-					return err
-				}
 				n, err := live.NodeOf(st, node)
 				if err != nil {
 					return err
@@ -80,7 +82,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return render.Connections(streams.Out, r.From+" "+r.Node, r.Dst, r.Connections)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().StringVar(&f.From, "from", "client", "where the connections start: client, node (with --node) or pod/NAME")
 	cmd.Flags().StringVar(&f.Node, "node", "", "with --from node: the node")
 	cmd.Flags().IntVar(&f.Count, "count", 1, "connections to make")

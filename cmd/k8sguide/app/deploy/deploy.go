@@ -33,7 +33,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return runE(cmd, f, streams, args)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().Int32Var(&f.Replicas, "replicas", -1, "replicas for every Deployment in the file (default: as the file says)")
 	return cmd
 }
@@ -65,7 +65,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 			d.Spec.Replicas = &f.Replicas
 		}
 	}
-	p, err := providers.ForLab(f.Name)
+	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 	if err != nil {
 		return err
 	}

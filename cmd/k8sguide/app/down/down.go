@@ -20,7 +20,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Delete a lab and everything it made",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -31,6 +31,6 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	return cmd
 }

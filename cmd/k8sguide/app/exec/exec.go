@@ -20,7 +20,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			"  k8sguide exec k8s-guide-worker -- nft list table ip kube-proxy",
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -31,7 +31,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return p.Exec(cmd.Context(), f.Name, args[0], argv, streams)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	// Everything after NODE belongs to the command run in the node.
 	cmd.Flags().SetInterspersed(false)
 	return cmd

@@ -39,7 +39,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return runE(cmd, f, streams, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().StringVarP(&f.Output, "output", "o", "table", "output format: table, json or yaml")
 	return cmd
 }
@@ -54,7 +54,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, what string) error 
 		return err
 	}
 	ctx := cmd.Context()
-	p, err := providers.ForLab(f.Name)
+	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if len(args) > 0 && args[0] == "--" { // with interspersed flags off, cobra keeps the separator
 				args = args[1:]
 			}
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return run(file.Name(), args, streams)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	// Everything after k8sguide's own flags is kubectl's.
 	cmd.Flags().SetInterspersed(false)
 	return cmd

@@ -37,7 +37,7 @@ func ciliumMaps(ctx context.Context, src mapsSource) (*ebpf.State, error) {
 		}
 		return ciliumMapsOf(s, src.snapshot)
 	}
-	p, err := providers.ForLab(src.lab)
+	p, err := providers.ForLabFlag(&src.lab, src.lab != lab.DefaultName)
 	if err != nil {
 		return nil, err
 	}

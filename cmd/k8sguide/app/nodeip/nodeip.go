@@ -21,7 +21,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Print node:IP for every node, one node by name, or the Nth node (1 = control-plane)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -48,6 +48,6 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	return cmd
 }

@@ -59,7 +59,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		return fmt.Errorf("--external-traffic-policy %q: want Cluster or Local", f.ExternalTrafficPolicy)
 	}
 	ctx := cmd.Context()
-	p, err := providers.ForLab(f.Name)
+	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if !cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas is required")
 			}
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -53,7 +53,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", "default", "namespace")
 	cmd.Flags().StringVar(&f.Deployment, "deployment", "web", "deployment to scale")
 	cmd.Flags().Int32Var(&f.Replicas, "replicas", 0, "replicas wanted")

@@ -28,7 +28,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if f.Node == "" {
 				return fmt.Errorf("--node is required")
 			}
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().StringVar(&f.Node, "node", "", "node to capture")
 	cmd.Flags().StringVarP(&f.Output, "output", "o", "", "file to write (default: standard output)")
 	return cmd

@@ -57,7 +57,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if len(local) > 0 {
 				return fmt.Errorf("--local-addresses applies to --snapshot input")
 			}
-			p, err := providers.ForLab(f.Name)
+			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
 			}
