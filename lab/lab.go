@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -93,6 +94,76 @@ func NodeNames(name string, workers int) []string {
 // ClientName is the name of the lab's client: the machine outside the cluster ("the host" in the seeds).
 func ClientName(name string) string { return name + "-client" }
 
+// ResolveNode finds arg among nodes, the full names of lab labName's nodes (LAB-worker2; the client's too, where
+// a command takes it). arg is a full name or a short one, without the lab's prefix, as node-ip prints it
+// (worker2, control-plane). An unknown name is a *NotFoundError that lists the nodes and suggests the closest
+// by edit distance, written the way arg was (short or full), when it is close enough to be a typo.
+func ResolveNode(nodes []string, labName, arg string) (string, error) {
+	if slices.Contains(nodes, arg) {
+		return arg, nil
+	}
+	prefix := labName + "-"
+	if labName != "" && slices.Contains(nodes, prefix+arg) {
+		return prefix + arg, nil
+	}
+	nf := &NotFoundError{Kind: "node", Name: arg, Known: nodes}
+	best := -1
+	for _, n := range nodes {
+		form := n
+		if !strings.HasPrefix(arg, prefix) {
+			form = strings.TrimPrefix(n, prefix)
+		}
+		// A guess more than half wrong is no help: the list follows anyway.
+		if d := editDistance(arg, form); 2*d <= len(form) && (best < 0 || d < best) {
+			best, nf.Suggest = d, form
+		}
+	}
+	return "", nf
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes (node names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// PodRef reads a pod named as trace --from names one: "pod/NAME", or "pod/NAMESPACE/NAME" (namespace "" is any
+// namespace). ok is false for anything else, which names a node or the client.
+func PodRef(target string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "pod/")
+	if !ok {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	for _, p := range parts {
+		if p == "" {
+			return "", "", false
+		}
+	}
+	switch len(parts) {
+	case 1:
+		return "", parts[0], true
+	case 2:
+		return parts[0], parts[1], true
+	}
+	return "", "", false
+}
+
 // Status summarises a lab.
 type Status struct {
 	Name      string          `json:"name"`
@@ -109,6 +180,15 @@ type Status struct {
 	// BPFFS is where the ebpf dataplane pins its maps: the lab's own bpf filesystem, with a directory per node
 	// ("" means Cilium's own place on every node, /sys/fs/bpf).
 	BPFFS string `json:"bpffs,omitempty"`
+}
+
+// NodeNames are the names of the lab's nodes, for ResolveNode.
+func (s Status) NodeNames() []string {
+	names := make([]string, len(s.Nodes))
+	for i, n := range s.Nodes {
+		names[i] = n.Name
+	}
+	return names
 }
 
 // DefaultCiliumMaps is where a Cilium node pins its maps.
@@ -180,7 +260,8 @@ type Provider interface {
 	List(ctx context.Context) ([]string, error)
 	// Status reports a lab's nodes and proxies.
 	Status(ctx context.Context, name string) (Status, error)
-	// Exec runs argv in a node (or the lab's client), like `docker exec NODE argv...`.
+	// Exec runs argv in a node (or the lab's client), like `docker exec NODE argv...`, or in a pod. target is a
+	// node or the client by full or short name (ResolveNode), else a pod by name, or pod/NAME (PodRef).
 	Exec(ctx context.Context, name, node string, argv []string, streams Streams) error
 	// Workloads gives access to the lab's Kubernetes objects.
 	Workloads(ctx context.Context, name string) (Workloads, error)
@@ -216,11 +297,16 @@ func Count[N ~int | ~int32 | ~int64](n N, noun string) string {
 type NotFoundError struct {
 	Kind, Name string
 	Known      []string
+	// Suggest is the known name the user probably meant ("" when none is close).
+	Suggest string
 }
 
 func (e *NotFoundError) Error() string {
-	if len(e.Known) == 0 {
+	switch {
+	case len(e.Known) == 0:
 		return fmt.Sprintf("no %s named %q", e.Kind, e.Name)
+	case e.Suggest != "":
+		return fmt.Sprintf("no %s named %q (did you mean %q? known: %v)", e.Kind, e.Name, e.Suggest, e.Known)
 	}
 	return fmt.Sprintf("no %s named %q (known: %v)", e.Kind, e.Name, e.Known)
 }

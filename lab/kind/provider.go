@@ -173,7 +173,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
-	fmt.Fprintf(progress, "Lab %q is ready. Kubeconfig: %s (context kind-%s). Nodes:\n", cfg.Name, kubeconfig, cfg.Name)
+	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kubeconfig, cfg.Name)
 	st, err := p.Status(ctx, cfg.Name)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func (p *Provider) clientset(name string) (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// node finds one of the cluster's nodes by name.
+// node finds one of the cluster's nodes by its name or its short name (worker2: lab.ResolveNode).
 func (p *Provider) node(name, target string) (nodes.Node, error) {
 	ns, err := p.find(name)
 	if err != nil {
@@ -359,14 +359,24 @@ func (p *Provider) node(name, target string) (nodes.Node, error) {
 	}
 	var known []string
 	for _, n := range ns {
-		if n.String() == target {
-			return n, nil
-		}
 		known = append(known, n.String())
 	}
+	// The client is in the list the user sees, as exec takes it; it is no node.
 	known = append(known, lab.ClientName(name))
+	full, err := lab.ResolveNode(known, name, target)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		if n.String() == full {
+			return n, nil
+		}
+	}
 	return nil, &lab.NotFoundError{Kind: "node", Name: target, Known: known}
 }
+
+// isClient says whether target names the lab's client: LAB-client, or client for short.
+func isClient(name, target string) bool { return target == lab.ClientName(name) || target == "client" }
 
 // Exec runs argv in a node through kind's node API (docker exec), or on this host for the lab's client: on
 // kind the host is the client, as in the seeds. A command's exit status comes back as an *exec.ExitError.
@@ -374,7 +384,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	if len(argv) == 0 {
 		return errors.New("no command given: k8sguide exec NODE -- COMMAND [ARG...]")
 	}
-	if target == lab.ClientName(name) {
+	if isClient(name, target) {
 		if _, err := p.find(name); err != nil {
 			return err
 		}
@@ -389,7 +399,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 	if container != "" {
 		enter, err := enterPod(ctx, n, container)
 		if err != nil {
-			return fmt.Errorf("pod %s: %w", target, err)
+			return fmt.Errorf("pod %s: %w", strings.TrimPrefix(target, "pod/"), err)
 		}
 		argv = append(enter, argv...)
 	}
@@ -414,7 +424,7 @@ func (p *Provider) Exec(ctx context.Context, name, target string, argv []string,
 
 // ToolPath is a k8sguide binary that runs in the node (copied in on first use), or this one for the client.
 func (p *Provider) ToolPath(ctx context.Context, name, target string) (string, error) {
-	if target == lab.ClientName(name) {
+	if isClient(name, target) {
 		return p.Tools.Host, nil
 	}
 	n, _, err := p.nodeOrPod(ctx, name, target)
@@ -424,15 +434,23 @@ func (p *Provider) ToolPath(ctx context.Context, name, target string) (string, e
 	return p.Tools.Ensure(ctx, n)
 }
 
-// nodeOrPod finds target among the lab's nodes, else among its pods: then n is the pod's node and container
-// its running container's ID. On kind a pod is a container that the node's containerd runs inside the node's
+// nodeOrPod finds target among the lab's nodes, else among its pods (any namespace's, or as pod/NAME or
+// pod/NAMESPACE/NAME, which skips the nodes): then n is the pod's node and container its running container's ID. On kind a pod is a container that the node's containerd runs inside the node's
 // own container, so a command runs in a pod as a command in its node entered into the pod's network namespace
 // (enterPod).
 func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.Node, container string, err error) {
-	n, err = p.node(name, target)
-	var notFound *lab.NotFoundError
-	if !errors.As(err, &notFound) || notFound.Kind != "node" {
-		return n, "", err
+	podNS, podName, isPod := lab.PodRef(target)
+	notFound := &lab.NotFoundError{Kind: "pod", Name: target}
+	if isPod {
+		if _, err := p.find(name); err != nil {
+			return nil, "", err
+		}
+	} else {
+		n, err = p.node(name, target)
+		if !errors.As(err, &notFound) || notFound.Kind != "node" {
+			return n, "", err
+		}
+		notFound.Kind, podName = "node or pod", target
 	}
 	cs, err := p.clientset(name)
 	if err != nil {
@@ -442,9 +460,10 @@ func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.
 	if err != nil {
 		return nil, "", fmt.Errorf("lab %s: pods: %w", name, err)
 	}
-	i := slices.IndexFunc(pods.Items, func(pod v1.Pod) bool { return pod.Name == target })
+	i := slices.IndexFunc(pods.Items, func(pod v1.Pod) bool {
+		return pod.Name == podName && (podNS == "" || pod.Namespace == podNS)
+	})
 	if i < 0 {
-		notFound.Kind, notFound.Name = "node or pod", target
 		return nil, "", notFound
 	}
 	pod := &pods.Items[i]
@@ -454,10 +473,10 @@ func (p *Provider) nodeOrPod(ctx context.Context, name, target string) (n nodes.
 	}
 	id, ok := strings.CutPrefix(id, "containerd://")
 	if !ok || pod.Spec.NodeName == "" {
-		return nil, "", fmt.Errorf("pod %s is not running (phase %s)", target, pod.Status.Phase)
+		return nil, "", fmt.Errorf("pod %s is not running (phase %s)", podName, pod.Status.Phase)
 	}
 	if pod.Spec.HostNetwork {
-		return nil, "", fmt.Errorf("pod %s uses its node's network: run on node %s", target, pod.Spec.NodeName)
+		return nil, "", fmt.Errorf("pod %s uses its node's network: run on node %s", podName, pod.Spec.NodeName)
 	}
 	if n, err = p.node(name, pod.Spec.NodeName); err != nil {
 		return nil, "", err

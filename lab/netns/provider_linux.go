@@ -249,7 +249,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	h.Close()
-	fmt.Fprintf(progress, "Lab %q is ready. Kubeconfig: %s (context %s). Nodes:\n", cfg.Name, st.Config.Kubeconfig, KubeContext(cfg.Name))
+	// Three short lines, not one: a long kubeconfig path must not push a 100-column terminal into wrapping.
+	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context %s)\nNodes:\n", cfg.Name, st.Config.Kubeconfig, KubeContext(cfg.Name))
 	for _, n := range st.Nodes {
 		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
 	}
@@ -453,30 +454,40 @@ func (p *Provider) proxyPID(labName, node string) int {
 	return pid
 }
 
-// namespaceOf resolves what `exec` may name: a node, the client, or a pod (by name, in any Kubernetes namespace:
-// the first found), and says which node it is or runs on ("" for the client).
+// namespaceOf resolves what `exec` may name: a node or the client, by full or short name (worker2:
+// lab.ResolveNode), or a pod, by name in any Kubernetes namespace (the first found) or as pod/NAME or
+// pod/NAMESPACE/NAME, and says which node it is or runs on ("" for the client).
 func (p *Provider) namespaceOf(ctx context.Context, st *state.Lab, name, target string) (ns, node string, err error) {
 	known := []string{}
 	for _, n := range st.Nodes {
-		if n.Name == target {
-			return n.Name, n.Name, nil
-		}
 		known = append(known, n.Name)
 	}
-	if target == lab.ClientName(name) {
-		return target, "", nil
-	}
 	known = append(known, lab.ClientName(name))
+	podNS, pod, isPod := lab.PodRef(target)
+	notFound := &lab.NotFoundError{Kind: "pod", Name: target}
+	if !isPod {
+		n, err := lab.ResolveNode(known, name, target)
+		if err == nil {
+			if n == lab.ClientName(name) {
+				return n, "", nil
+			}
+			return n, n, nil
+		}
+		if !errors.As(err, &notFound) {
+			return "", "", err
+		}
+		notFound.Kind, pod = "node or pod", target
+	}
 	if cs, err := p.clientset(name); err == nil {
-		if pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + target}); err == nil {
-			for _, pod := range pods.Items {
-				if pod.Status.PodIP != "" {
-					return podNamespace(name, pod.UID), pod.Spec.NodeName, nil
+		if pods, err := cs.CoreV1().Pods(podNS).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod}); err == nil {
+			for _, po := range pods.Items {
+				if po.Status.PodIP != "" {
+					return podNamespace(name, po.UID), po.Spec.NodeName, nil
 				}
 			}
 		}
 	}
-	return "", "", &lab.NotFoundError{Kind: "node or pod", Name: target, Known: known}
+	return "", "", notFound
 }
 
 // Exec runs argv inside a node, the client or a pod, as `docker exec` does for a kind node. Its exit status is

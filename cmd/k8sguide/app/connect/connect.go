@@ -62,11 +62,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			}
 			node := f.Node
 			if node != "" {
-				n, err := live.NodeOf(st, node)
-				if err != nil {
+				if node, err = lab.ResolveNode(st.NodeNames(), f.Name, node); err != nil {
 					return err
 				}
-				node = n.Name
 			}
 			if f.Parallel < 1 {
 				return fmt.Errorf("--parallel %d: at least 1", f.Parallel)

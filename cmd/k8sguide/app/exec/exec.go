@@ -14,10 +14,11 @@ type flags struct{ Name string }
 func NewCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
-		Use:   "exec NODE -- COMMAND [ARG...]",
+		Use:   "exec NODE|pod/NAME|client -- COMMAND [ARG...]",
 		Short: "Run a command in a node, a pod or the lab's client (like docker exec on a kind node)",
 		Example: "  k8sguide exec k8s-guide-worker2 -- iptables -t nat -nvL\n" +
-			"  k8sguide exec k8s-guide-worker -- nft list table ip kube-proxy",
+			"  k8sguide exec worker -- nft list table ip kube-proxy\n" +
+			"  k8sguide exec pod/web-6b4fbbd7c4-97h9q -- ip addr",
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))

@@ -3,6 +3,7 @@ package nodeip
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "node-ip [NODE|N]",
-		Short: "Print node:IP for every node, one node by name, or the Nth node (1 = control-plane)",
+		Short: "Print node:IP for every node, one node by name (worker2 or LAB-worker2), or the Nth node (1 = control-plane)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
@@ -29,25 +30,38 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for i, n := range s.Nodes {
-				if len(args) == 0 || args[0] == n.Name || args[0] == fmt.Sprint(i+1) {
-					// The guide's `make node-ip-N` prints "control-plane:IP", "worker:IP", ...
-					fmt.Fprintf(streams.Out, "%s:%s\n", strings.TrimPrefix(n.Name, f.Name+"-"), n.IP)
-					if len(args) == 1 {
-						return nil
-					}
-				}
-			}
+			nodes := s.Nodes
 			if len(args) == 1 {
-				var names []string
-				for _, n := range s.Nodes {
-					names = append(names, n.Name)
+				n, err := nodeArg(s, f.Name, args[0])
+				if err != nil {
+					return err
 				}
-				return &lab.NotFoundError{Kind: "node", Name: args[0], Known: names}
+				nodes = []lab.Node{n}
+			}
+			for _, n := range nodes {
+				// The guide's `make node-ip-N` prints "control-plane:IP", "worker:IP", ...
+				fmt.Fprintf(streams.Out, "%s:%s\n", strings.TrimPrefix(n.Name, f.Name+"-"), n.IP)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	return cmd
+}
+
+// nodeArg is the node arg names: its number N (1 = control-plane), its name or its short name (worker2, as
+// node-ip prints it).
+func nodeArg(s lab.Status, labName, arg string) (lab.Node, error) {
+	names := make([]string, len(s.Nodes))
+	for i, n := range s.Nodes {
+		if arg == fmt.Sprint(i+1) {
+			return n, nil
+		}
+		names[i] = n.Name
+	}
+	name, err := lab.ResolveNode(names, labName, arg)
+	if err != nil {
+		return lab.Node{}, err
+	}
+	return s.Nodes[slices.Index(names, name)], nil
 }

@@ -32,6 +32,14 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The node as the lab names it (worker2 is LAB-worker2), for the collector and the snapshot's record.
+			st, err := p.Status(cmd.Context(), f.Name)
+			if err != nil {
+				return err
+			}
+			if f.Node, err = lab.ResolveNode(st.NodeNames(), f.Name, f.Node); err != nil {
+				return err
+			}
 			s, err := live.Snapshot(cmd.Context(), p, f.Name, f.Node)
 			if err != nil {
 				return err
@@ -53,7 +61,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
-	cmd.Flags().StringVar(&f.Node, "node", "", "node to capture")
+	cmd.Flags().StringVar(&f.Node, "node", "", "node to capture (worker2 or LAB-worker2)")
 	cmd.Flags().StringVarP(&f.Output, "output", "o", "", "file to write (default: standard output)")
 	return cmd
 }
