@@ -15,6 +15,9 @@ import (
 const SchemaVersion = "k8sguide.trace/v1"
 
 // Verdicts: what finally happens to the packet on this node.
+// Choices a probabilistic hop can make other than at random (Hop.Choice).
+const ChoiceMaglev = "maglev"
+
 const (
 	Delivered = "delivered" // sent on towards an endpoint (a pod here or on another node)
 	Dropped   = "dropped"
@@ -101,6 +104,9 @@ type Hop struct {
 	// Probability is, for a random-choice rule, the chance it matches when evaluated (statistic's stored
 	// value, numgen's 1/N); 0 otherwise.
 	Probability float64 `json:"probability,omitempty"`
+	// Choice says how a hop with a Probability chooses: "" for at random (iptables statistic, nftables numgen,
+	// Cilium's random selection), "maglev" for a share of Cilium's Maglev table (the flow's hash decides).
+	Choice string `json:"choice,omitempty"`
 	// Service is the Kubernetes Service the rule belongs to, from its comment or chain name, when known.
 	Service string `json:"service,omitempty"`
 }
@@ -211,6 +217,14 @@ func (t *Trace) Finish() {
 		e := *p.Endpoint
 		e.Probability = p.Probability
 		t.Endpoints = append(t.Endpoints, e)
+	}
+	// Each path's endpoint carries the endpoint's overall chance, as Endpoints does (several paths may reach it).
+	for i, p := range t.Paths {
+		if p.Endpoint != nil {
+			e := *p.Endpoint
+			e.Probability = t.Endpoints[index[e.Addr()]].Probability
+			t.Paths[i].Endpoint = &e
+		}
 	}
 	switch {
 	case len(verdicts) == 1:
