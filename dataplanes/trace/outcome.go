@@ -29,6 +29,9 @@ func OutcomeMismatch(p Path, c Connection) string {
 			}
 			return ""
 		}
+		if RefusedBeyond(p, c) {
+			return ""
+		}
 		if !c.Answered {
 			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
 		}
@@ -52,6 +55,17 @@ func OutcomeMismatch(p Path, c Connection) string {
 		}
 	}
 	return ""
+}
+
+// RefusedBeyond says whether the connection was refused after the node's rules delivered it as the path says:
+// a reset from the endpoint (nothing listens on its port), which the rules cannot foresee.
+func RefusedBeyond(p Path, c Connection) bool {
+	return p.Verdict == Delivered && p.Endpoint != nil && !c.Answered && strings.Contains(c.Error, "connection refused")
+}
+
+// RefusedOutcome is what Verification.Outcome says when the rules agree and the endpoint refused.
+func RefusedOutcome(p Path) string {
+	return fmt.Sprintf("the rules agree; the endpoint refused the connection: nothing listens on %s (the Service's targetPort)?", p.Endpoint.Addr())
 }
 
 func describe(c Connection) string {

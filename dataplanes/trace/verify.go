@@ -27,6 +27,9 @@ type Verification struct {
 	// that path says; "disagree" otherwise, with Reasons.
 	Result  string   `json:"result"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Outcome says, when the result is "agree", what became of the connection beyond the rules, when that is
+	// not an answer: the endpoint refused it (RefusedOutcome).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Row pairs one predicted rule with one kernel event.
@@ -42,4 +45,14 @@ type Connection struct {
 	Pod      string `json:"pod,omitempty"`
 	Client   string `json:"client,omitempty"` // the source address the pod saw
 	Error    string `json:"error,omitempty"`
+}
+
+// Conclude fills in Outcome once Result is known.
+func (v *Verification) Conclude() {
+	if v.Result != "agree" || v.Prediction == nil || v.Path < 0 || v.Path >= len(v.Prediction.Paths) {
+		return
+	}
+	if p := v.Prediction.Paths[v.Path]; RefusedBeyond(p, v.Connection) {
+		v.Outcome = RefusedOutcome(p)
+	}
 }

@@ -32,6 +32,9 @@ import (
 func Verify(ctx context.Context, p lab.Provider, name, node string, req tracer.Request) (*trace.Verification, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := verifyOnce(ctx, p, name, node, req)
+		if v != nil {
+			v.Conclude()
+		}
 		if attempt == 3 {
 			return v, err
 		}
