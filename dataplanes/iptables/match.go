@@ -211,7 +211,11 @@ func (m *matcher) check(w *netfilter.Walk, c *cond) (bool, string) {
 	if c.neg {
 		neg = "! "
 	}
-	return false, fmt.Sprintf("%s (rule wants %s%s %s)", what, neg, c.opt, strings.Join(c.vals, " "))
+	wants := neg + c.opt
+	if len(c.vals) > 0 {
+		wants += " " + strings.Join(c.vals, " ")
+	}
+	return false, fmt.Sprintf("%s (rule wants %s)", what, wants)
 }
 
 // test evaluates a condition without its negation and describes the packet's side of it.

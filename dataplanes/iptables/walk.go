@@ -166,10 +166,17 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			w.Add(h)
 			return netfilter.Accept
 		case "MASQUERADE":
-			h.Changes = append(h.Changes, w.Masquerade())
-			h.Verdict = "masquerade to " + w.Pkt.Src.String()
+			random := m.hasTargetFlag("--random-fully") || m.hasTargetFlag("--random")
+			how := "MASQUERADE"
 			if m.hasTargetFlag("--random-fully") {
-				h.Changes = append(h.Changes, "source port chosen at random (--random-fully)")
+				how += " --random-fully"
+			} else if m.hasTargetFlag("--random") {
+				how += " --random"
+			}
+			h.Changes = append(h.Changes, w.Masquerade(how, random))
+			h.Verdict = "masquerade to " + w.Pkt.Src.String()
+			if random {
+				h.Changes = append(h.Changes, fmt.Sprintf("source port chosen at random (%s)", strings.TrimPrefix(how, "MASQUERADE ")))
 			}
 			w.Add(h)
 			return netfilter.Accept

@@ -114,6 +114,9 @@ type Walk struct {
 	dnat      *netip.AddrPort
 	snat      netip.Addr
 	masq      bool
+	// masqHow is the masquerading rule's words for what it does; masqRandomPort, whether it picks the port.
+	masqHow        string
+	masqRandomPort bool
 	natDone   map[string]bool // "dst"/"src" translations set up for this flow
 	egress    string
 	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
@@ -236,10 +239,13 @@ func (w *Walk) EndpointTurn(turn int) { w.turn = turn }
 // conntrack undoing a DNAT (IPVS does it from its own connection entry).
 func (w *Walk) ReverseNATBy(what string) { w.reverseNAT = what }
 
-// Masquerade translates the source to the address the packet leaves with.
-func (w *Walk) Masquerade() string {
+// Masquerade translates the source to the address the packet leaves with. how is the rule's own words for it
+// ("MASQUERADE --random-fully", "masquerade fully-random"), which the reply repeats; randomPort says whether
+// it picks the source port at random.
+func (w *Walk) Masquerade(how string, randomPort bool) string {
 	src := w.masqueradeSource()
 	w.masq = true
+	w.masqHow, w.masqRandomPort = how, randomPort
 	return w.SNAT(src)
 }
 
@@ -622,7 +628,7 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 	}
 	srcPort := port(flow.Sport)
 	replyTo := fmt.Sprintf("%s:%s", w.Pkt.Src, srcPort)
-	if w.masq || w.snat.IsValid() {
+	if w.masqRandomPort {
 		replyTo = fmt.Sprintf("%s:%s", w.Pkt.Src, "PORT'")
 	}
 	r := &trace.Reply{
@@ -635,7 +641,10 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 	if w.snat.IsValid() {
 		how := "SNAT"
 		if w.masq {
-			how = "MASQUERADE (port PORT' chosen at random with --random-fully)"
+			how = w.masqHow
+			if w.masqRandomPort {
+				how += " (port PORT' chosen at random)"
+			}
 		}
 		undo = append(undo, fmt.Sprintf("the destination back to %s (undoing %s)", r.AsSeenTo, how))
 	}

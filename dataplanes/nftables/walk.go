@@ -1018,7 +1018,12 @@ func (e *eval) nat(s *Stmt, hop *trace.Hop) (bool, string) {
 		hop.Changes = append(hop.Changes, e.w.SNAT(addr))
 		hop.Verdict = "snat to " + e.w.Pkt.Src.String()
 	case SMasquerade:
-		hop.Changes = append(hop.Changes, e.w.Masquerade())
+		how, random := "masquerade", false
+		for _, f := range s.Flags {
+			how += " " + f
+			random = random || f == "random" || f == "fully-random"
+		}
+		hop.Changes = append(hop.Changes, e.w.Masquerade(how, random))
 		hop.Verdict = "masquerade to " + e.w.Pkt.Src.String()
 	}
 	return true, ""
