@@ -27,7 +27,7 @@ func (cfg *Config) Validate(maxWorkers int) error {
 	switch {
 	case cfg.LBAlgorithm == "":
 	case cfg.Dataplane != dataplanes.EBPF:
-		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's modes choose at random)")
+		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's iptables and nftables modes choose at random, IPVS by its scheduler)")
 	case cfg.LBAlgorithm != LBRandom && cfg.LBAlgorithm != LBMaglev:
 		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
 	}

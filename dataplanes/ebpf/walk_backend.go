@@ -206,6 +206,7 @@ func (w *walker) maglev(b branch, svc ServiceEntry) []choice {
 		hh := h
 		p := float64(share[id]) / float64(size)
 		hh.Probability = p
+		hh.Choice = trace.ChoiceMaglev
 		hh.Reason = fmt.Sprintf("the source port is unknown: backend %d holds %d of the %d table entries", id, share[id], size)
 		hh.Verdict = fmt.Sprintf("backend %d", id)
 		nb := b.with(hh)

@@ -237,6 +237,9 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 			}
 		}
 		t.Finish()
+		if t.Service == "" {
+			t.Service = serviceAt(s, flow) // map lookups carry no comment
+		}
 		t.Service = qualifyService(s, t.Service, flow)
 		return t, nil
 	}
@@ -259,7 +262,7 @@ func turnOf(p trace.Path) int {
 }
 
 // serviceAt names the Service whose ClusterIP or NodePort the packet is sent to, for engines whose rules do
-// not name it (IPVS virtual servers carry no comment).
+// not name it (IPVS virtual servers and Cilium's maps carry no comment).
 func serviceAt(s *snapshot.Snapshot, f trace.Flow) string {
 	if s.Kubernetes == nil {
 		return ""
