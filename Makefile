@@ -17,20 +17,33 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios
+.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios
 
-# clang-19: Cilium's datapath needs clang >= 18.1 (bookworm's clang is 14).
-# shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
-# ipset, ipvsadm: kube-proxy's IPVS mode writes its sets with ipset; the IPVS tests list with ipvsadm.
-PACKAGES := iproute2 iptables nftables conntrack curl clang-19 shellcheck ipset ipvsadm
+# What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
+# the guide's own requests, ipset for kube-proxy's IPVS mode.
+LAB_PACKAGES := iproute2 iptables nftables conntrack curl ipset
+# clang-19: Cilium's datapath (the ebpf dataplane) needs clang >= 18.1 (bookworm's clang is 14).
+EBPF_PACKAGES := clang-19
+# What only the tests need. shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
+# ipvsadm: the IPVS tests list with it.
+TEST_PACKAGES := shellcheck ipvsadm
 # The IPVS test VM: QEMU alone, without the firmware and tools it recommends.
 VM_PACKAGES := qemu-system-x86
 
-# What the lab and the tests need from Debian (Go itself comes with the machine), and the Debian kernel the
-# IPVS test VM boots (fetched with apt-get download, extracted into the VM cache).
+# apt-get install $(1), updating the package lists first only when they are too old to have a package.
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; }
+
+# What `make lab` needs from Debian (Go itself comes with the machine): the lab's tools, and clang only for
+# DATAPLANE=ebpf. Nothing of the tests': a student who makes a lab needs no QEMU nor the VM's kernel.
+lab-deps:
+	$(call APT_INSTALL,$(strip $(LAB_PACKAGES) $(if $(filter ebpf,$(DATAPLANE)),$(EBPF_PACKAGES))))
+
+# What the tests need besides (`make test` as root and .ci/run install it): every dataplane's tools, the tests'
+# own, QEMU, and the Debian kernel the IPVS test VM boots (fetched with apt-get download, extracted into the VM
+# cache).
 deps:
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null; }
+	$(call APT_INSTALL,$(LAB_PACKAGES) $(EBPF_PACKAGES) $(TEST_PACKAGES))
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(VM_PACKAGES) >/dev/null
 	go run ./internal/vmtest/cmd/vmkernel
 
@@ -55,9 +68,10 @@ cross:
 
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,
 # the NodePort's rules on a node, and a NodePort packet traced through them and checked against the kernel.
-# The lab stays up to explore; `make down` removes it.
-lab: deps build
-	@$(K8SGUIDE) down --name $(NAME) 2>/dev/null || true
+# The lab stays up to explore; `make down` removes it. A lab of that name already there stops it (lab-absent)
+# before anything is installed: it is the student's, maybe with work in it, so it is neither replaced nor
+# reused (its dataplane may not be DATAPLANE, nor its Deployments the guide's).
+lab: build lab-absent lab-deps
 	$(K8SGUIDE) up --name $(NAME) --provider $(PROVIDER) --dataplane $(DATAPLANE)
 	$(K8SGUIDE) deploy --name $(NAME)
 	$(K8SGUIDE) nodeport --name $(NAME)
@@ -65,6 +79,14 @@ lab: deps build
 	$(NODEPORT_VIEW)
 	$(K8SGUIDE) trace --name $(NAME) --node $(NAME)-worker2 --service web
 	$(K8SGUIDE) trace --name $(NAME) --node $(NAME)-worker2 --service web --verify
+
+# Fails when a lab named NAME exists (get answers for it), saying what to do instead.
+lab-absent: build
+	@if $(K8SGUIDE) get nodes --name $(NAME) >/dev/null 2>&1; then \
+	  echo "make lab: lab $(NAME) exists already: explore it ($(K8SGUIDE) get nodes --name $(NAME))," \
+	    "remove it first (make down NAME=$(NAME)) or make another (make lab NAME=OTHER)" >&2; \
+	  exit 1; \
+	fi
 
 up: build
 	$(K8SGUIDE) up --name $(NAME) --provider $(PROVIDER) --dataplane $(DATAPLANE)
@@ -99,8 +121,10 @@ node-ip-2:
 node-ip-3:
 	@$(K8SGUIDE) node-ip --name $(NAME) 3
 
-# Unit tests everywhere; the end-to-end tests on real namespaces need root and skip without it.
-test:
+# Unit tests everywhere; the end-to-end tests on real namespaces need root and skip without it. As root on
+# Linux, the tests' tools are installed first (deps); without root the tests that need them skip.
+TEST_DEPS := $(if $(and $(filter 0,$(shell id -u)),$(filter Linux,$(shell uname -s))),deps)
+test: $(TEST_DEPS)
 	go test -count=1 -timeout 60m ./...
 
 # The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI; then the
@@ -108,7 +132,7 @@ test:
 # above: on two cores, the emulated VM and a lab side by side would each take twice as long).
 SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
 JUNIT ?= junit-scenarios.xml
-scenarios: build
+scenarios: build deps
 	$(K8SGUIDE) scenario run --dataplane $(SCENARIO_DATAPLANES) --junit $(JUNIT)
 	K8SGUIDE_IPVS_VM_SCENARIOS=1 go test -count=1 -timeout 60m -run '^TestIPVSScenarios(InVM)?$$' ./scenarios/run/
 
