@@ -117,9 +117,9 @@ type Walk struct {
 	// masqHow is the masquerading rule's words for what it does; masqRandomPort, whether it picks the port.
 	masqHow        string
 	masqRandomPort bool
-	natDone   map[string]bool // "dst"/"src" translations set up for this flow
-	egress    string
-	ctDone    bool // conntrack has looked the packet up (after raw, before everything else)
+	natDone        map[string]bool // "dst"/"src" translations set up for this flow
+	egress         string
+	ctDone         bool // conntrack has looked the packet up (after raw, before everything else)
 	// Resent is true once IPVS has translated the packet and sent it on (the kernel's skb->ipvs_property):
 	// IPVS's own hooks let it pass from then on.
 	Resent bool
