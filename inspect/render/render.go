@@ -36,6 +36,10 @@ func ParseFormat(s string, allowed ...Format) (Format, error) {
 // WriteTable prints rows under a header in kubectl's borderless style. The last column's padding is cut: a
 // terminal wraps a line at its width even when what passes the edge is only spaces.
 func WriteTable(w io.Writer, header []string, rows [][]string) error {
+	return writeTable(w, "   ", header, rows)
+}
+
+func writeTable(w io.Writer, gap string, header []string, rows [][]string) error {
 	var buf bytes.Buffer
 	t := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
@@ -46,7 +50,7 @@ func WriteTable(w io.Writer, header []string, rows [][]string) error {
 		tablewriter.WithHeaderAlignment(tw.AlignLeft),
 		tablewriter.WithRowAlignment(tw.AlignLeft),
 		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithPadding(tw.Padding{Left: "", Right: "   ", Overwrite: true}),
+		tablewriter.WithPadding(tw.Padding{Left: "", Right: gap, Overwrite: true}),
 	)
 	t.Header(header)
 	for _, r := range rows {

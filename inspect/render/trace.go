@@ -12,77 +12,248 @@ import (
 
 // TraceOptions choose how much of a trace the table shows.
 type TraceOptions struct {
-	// Wide shows every rule evaluated, with the reason each one did not match, and full rule text.
-	// Otherwise rules that did not match are summarised per chain.
+	// Wide shows every rule evaluated, with the reason each one did not match, and full rule text, however
+	// wide that is. Otherwise rules that did not match are summarised per chain and every line fits Width.
 	Wide bool
+	// Width is the number of columns the default view fits (0: DefaultWidth).
+	Width int
+	// Summary prints only the verdict, each endpoint with its chance and the source it sees, and the reply.
+	Summary bool
+}
+
+func (o TraceOptions) width() int {
+	if o.Width <= 0 {
+		return DefaultWidth
+	}
+	return o.Width
+}
+
+// line prints a "Label:    text" line: as it is with Wide, else wrapped to the width under its text.
+func (o TraceOptions) line(w io.Writer, label, text string) {
+	first := fmt.Sprintf("%-11s", label)
+	if o.Wide {
+		fmt.Fprintln(w, first+text)
+		return
+	}
+	io.WriteString(w, Wrap(first, strings.Repeat(" ", len(first)), text, o.width()))
 }
 
 // Trace prints a trace the way the guide's walkthroughs read: PREROUTING → KUBE-SERVICES → … → DNAT, then
 // one section per possible endpoint, the endpoints with their chances, the reply and the notes.
 func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
-	fmt.Fprintf(w, "Packet:    %s %s -> %s (from %s", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From)
-	if t.Packet.InIface != "" {
-		fmt.Fprintf(w, ", in on %s", t.Packet.InIface)
+	if o.Summary {
+		return traceSummary(w, t, o)
 	}
-	fmt.Fprintln(w, ")")
+	packet := fmt.Sprintf("%s %s -> %s (from %s", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From)
+	if t.Packet.InIface != "" {
+		packet += ", in on " + t.Packet.InIface
+	}
+	o.line(w, "Packet:", packet+")")
 	node := t.Node
 	if node == "" {
 		node = "(from the input)"
 	}
-	fmt.Fprintf(w, "Node:      %s, dataplane %s\n", node, orDash(t.Dataplane))
+	o.line(w, "Node:", fmt.Sprintf("%s, dataplane %s", node, orDash(t.Dataplane)))
 	if t.Service != "" {
-		fmt.Fprintf(w, "Service:   %s\n", t.Service)
+		o.line(w, "Service:", t.Service)
 	}
-	fmt.Fprintf(w, "Verdict:   %s\n", verdictLine(t))
+	o.line(w, "Verdict:", verdictLine(t))
 	if t.Conntrack != nil {
-		fmt.Fprintf(w, "Conntrack: an existing entry decides this flow (%s direction):\n           %s\n", t.Conntrack.Direction, strings.TrimSpace(t.Conntrack.Entry))
+		o.line(w, "Conntrack:", fmt.Sprintf("an existing entry decides this flow (%s direction): %s", t.Conntrack.Direction, strings.TrimSpace(t.Conntrack.Entry)))
 	}
 	fmt.Fprintln(w)
 
+	hops := hopTable
+	if !o.Wide {
+		hops = compactHopTable
+	}
 	if len(t.Paths) > 1 {
 		fmt.Fprintf(w, "Every packet of a new flow takes these rules:\n\n")
 	}
-	if err := hopTable(w, t.Hops, o); err != nil {
+	if err := hops(w, t.Hops, nil, o); err != nil {
 		return err
 	}
 	if len(t.Paths) > 1 {
 		for i, p := range t.Paths {
-			fmt.Fprintf(w, "\nPath %d of %d, chance %s: %s\n\n", i+1, len(t.Paths), percent(p.Probability), pathTitle(p))
-			if err := hopTable(w, p.Hops[len(t.Hops):], o); err != nil {
+			title := fmt.Sprintf("Path %d of %d, chance %s: %s", i+1, len(t.Paths), percent(p.Probability), pathTitle(p))
+			if o.Wide {
+				fmt.Fprintf(w, "\n%s\n\n", title)
+			} else {
+				fmt.Fprintf(w, "\n%s", Wrap("", "  ", title, o.width()))
+			}
+			var first []trace.Hop
+			if i > 0 {
+				first = t.Paths[0].Hops[len(t.Hops):]
+			}
+			if err := hops(w, p.Hops[len(t.Hops):], first, o); err != nil {
 				return err
 			}
 		}
 	}
 	if len(t.Endpoints) > 0 {
 		fmt.Fprintln(w)
-		rows := [][]string{}
-		turns := false
-		for _, e := range t.Endpoints {
-			turns = turns || e.Turn > 0
-		}
-		for _, e := range t.Endpoints {
-			row := []string{e.Addr(), orDash(e.Pod), orDash(e.Node), fmt.Sprintf("%.11f", e.Probability), percent(e.Probability)}
-			if turns {
-				row = append(row, orDash(turnString(e.Turn)))
-			}
-			rows = append(rows, append(row, snatFor(t, e)))
-		}
-		header := []string{"ENDPOINT", "POD", "NODE", "PROBABILITY", ""}
-		if turns {
-			// Round robin is not random: the share is exact over a round, and the turn says who is next.
-			header = append(header, "TURN")
-		}
-		if err := WriteTable(w, append(header, "SOURCE THE POD SEES"), rows); err != nil {
+		if err := endpointTable(w, t, o); err != nil {
 			return err
 		}
 	}
-	if r := firstReply(t); r != nil {
-		fmt.Fprintf(w, "\nReply: %s.\n", r.Text)
-	}
+	replies(w, t, o)
 	if len(t.Notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
 		for _, n := range t.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
+			if o.Wide {
+				fmt.Fprintf(w, "  - %s\n", n)
+			} else {
+				io.WriteString(w, Wrap("  -", "    ", n, o.width()))
+			}
+		}
+	}
+	return nil
+}
+
+func endpointTable(w io.Writer, t *trace.Trace, o TraceOptions) error {
+	rows := [][]string{}
+	turns := false
+	for _, e := range t.Endpoints {
+		turns = turns || e.Turn > 0
+	}
+	for _, e := range t.Endpoints {
+		row := []string{e.Addr(), orDash(e.Pod), orDash(e.Node)}
+		if o.Wide {
+			row = append(row, fmt.Sprintf("%.11f", e.Probability))
+		}
+		row = append(row, percent(e.Probability))
+		if turns {
+			row = append(row, orDash(turnString(e.Turn)))
+		}
+		rows = append(rows, append(row, snatFor(t, e)))
+	}
+	header := []string{"ENDPOINT", "POD", "NODE"}
+	if o.Wide {
+		header = append(header, "PROBABILITY", "")
+	} else {
+		header = append(header, "CHANCE")
+	}
+	if turns {
+		// Round robin is not random: the share is exact over a round, and the turn says who is next.
+		header = append(header, "TURN")
+	}
+	header = append(header, "SOURCE THE POD SEES")
+	if o.Wide {
+		return WriteTable(w, header, rows)
+	}
+	cols := []Column{{}, {Min: 16}, {Min: 12}}
+	return FitTable(w, o.width(), header, rows, cols)
+}
+
+// replies prints the way back of each path; paths whose replies read the same share one line.
+func replies(w io.Writer, t *trace.Trace, o TraceOptions) {
+	type group struct {
+		text  string
+		paths []int
+	}
+	var groups []*group
+	byText := map[string]*group{}
+	for i, p := range t.Paths {
+		if p.Reply == nil {
+			continue
+		}
+		text := p.Reply.Text
+		if !o.Wide {
+			text = compactReply(p.Reply)
+		}
+		g := byText[text]
+		if g == nil {
+			g = &group{text: text}
+			byText[text] = g
+			groups = append(groups, g)
+		}
+		g.paths = append(g.paths, i+1)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	replying := 0
+	for _, p := range t.Paths {
+		if p.Reply != nil {
+			replying++
+		}
+	}
+	for _, g := range groups {
+		label := "Reply:"
+		if len(groups) > 1 || len(g.paths) < replying {
+			label = "Reply, " + pathList(g.paths) + ":"
+		}
+		text := g.text
+		if o.Wide {
+			text += "."
+		}
+		if o.Wide {
+			fmt.Fprintf(w, "%s %s\n", label, text)
+		} else {
+			io.WriteString(w, Wrap(label, "  ", text, o.width()))
+		}
+	}
+}
+
+func pathList(paths []int) string {
+	s := make([]string, len(paths))
+	for i, p := range paths {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) == 1 {
+		return "path " + s[0]
+	}
+	return "paths " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// compactReply is a reply's addresses before and after conntrack turns them back, and whether it bypasses the
+// node; the whole sentence is in -o wide and the JSON.
+func compactReply(r *trace.Reply) string {
+	s := fmt.Sprintf("the pod answers %s; conntrack turns the reply back into %s -> %s", r.To, r.AsSeenFrom, r.AsSeenTo)
+	if r.From == r.AsSeenFrom && r.To == r.AsSeenTo {
+		s = fmt.Sprintf("the pod answers %s from %s; nothing to undo", r.To, r.From)
+	}
+	if r.Bypasses {
+		s += "; but it bypasses this node, so the client drops it and the connection fails (-o wide says why)"
+	}
+	return s
+}
+
+// traceSummary is the trace in a few lines: verdict, endpoints with chance and source, reply.
+func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
+	head := fmt.Sprintf("%s %s -> %s", t.Packet.Proto, t.Packet.Src, t.Packet.Dst)
+	if t.Service != "" {
+		head += " (" + t.Service + ")"
+	}
+	head += fmt.Sprintf(" from %s, on %s (%s)", t.Packet.From, orDash(t.Node), orDash(t.Dataplane))
+	io.WriteString(w, Wrap("", "  ", head, o.width()))
+	io.WriteString(w, Wrap("Verdict:", "  ", verdictLine(t), o.width()))
+	// Three endpoints, or all when one more line would say as much as "and N more".
+	const shown = 3
+	var rows [][]string
+	for i, e := range t.Endpoints {
+		if i == shown && len(t.Endpoints) > shown+1 {
+			rows = append(rows, []string{"", fmt.Sprintf("… and %d more (the table view lists them)", len(t.Endpoints)-shown)})
+			break
+		}
+		rows = append(rows, []string{percent(e.Probability), e.Addr(), orDash(e.Pod), orDash(e.Node), orDash(snatFor(t, e))})
+	}
+	if len(rows) > 0 {
+		if err := FitTable(w, o.width(), []string{"CHANCE", "ENDPOINT", "POD", "NODE", "SOURCE IT SEES"}, rows,
+			[]Column{{}, {}, {Min: 16}, {Min: 10}}); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range t.Paths {
+		if r := p.Reply; r != nil && !seen[r.AsSeenFrom+" "+r.AsSeenTo] {
+			seen[r.AsSeenFrom+" "+r.AsSeenTo] = true
+			text := fmt.Sprintf("the pod answers the source it sees; conntrack turns that back into %s -> %s", r.AsSeenFrom, r.AsSeenTo)
+			if r.Bypasses {
+				text = compactReply(r)
+			}
+			io.WriteString(w, Wrap("Reply:", "  ", text, o.width()))
 		}
 	}
 	return nil
@@ -94,7 +265,10 @@ func verdictLine(t *trace.Trace) string {
 		if len(t.Endpoints) == 0 {
 			return "delivered (forwarded without translation)"
 		}
-		line := fmt.Sprintf("delivered to one of %d endpoint(s)", len(t.Endpoints))
+		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))
+		if len(t.Endpoints) == 1 {
+			line = "delivered to its only endpoint"
+		}
 		if r := firstReply(t); r != nil && r.Bypasses {
 			line += ", but the reply bypasses this node: the connection fails (see Reply)"
 		}
@@ -171,7 +345,7 @@ func orDash(s string) string {
 
 // hopTable prints hops; without Wide, runs of rules that did not match are folded into one line per chain.
 // Map lookups (ebpf) have no rule position: their third column names the program's function instead.
-func hopTable(w io.Writer, hops []trace.Hop, o TraceOptions) error {
+func hopTable(w io.Writer, hops, _ []trace.Hop, o TraceOptions) error {
 	functions := slices.ContainsFunc(hops, func(h trace.Hop) bool { return h.Function != "" })
 	var rows [][]string
 	lastHook := ""
@@ -237,6 +411,8 @@ func result(h trace.Hop) string {
 	case h.Table == "ipvs" && h.Reason != "":
 		// A scheduler's choice is not a random rule: say what it is.
 		r = strings.TrimPrefix(r+": "+h.Reason, ": ")
+	case h.Probability > 0 && h.Choice == trace.ChoiceMaglev:
+		r = fmt.Sprintf("Maglev table share (%.11f): %s", h.Probability, r)
 	case h.Probability > 0:
 		r = fmt.Sprintf("random (%.11f): %s", h.Probability, r)
 	}
@@ -249,18 +425,19 @@ func result(h trace.Hop) string {
 // Verification prints the prediction next to the kernel's trace, hop by hop, and the verdict.
 func Verification(w io.Writer, v *trace.Verification, o TraceOptions) error {
 	t := v.Prediction
-	fmt.Fprintf(w, "Packet:    %s %s -> %s (from %s)\n", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From)
-	fmt.Fprintf(w, "Node:      %s, dataplane %s\n", orDash(t.Node), orDash(t.Dataplane))
+	o.line(w, "Packet:", fmt.Sprintf("%s %s -> %s (from %s)", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From))
+	o.line(w, "Node:", fmt.Sprintf("%s, dataplane %s", orDash(t.Node), orDash(t.Dataplane)))
 	if v.Path >= 0 && v.Path < len(t.Paths) {
 		p := t.Paths[v.Path]
-		fmt.Fprintf(w, "Predicted: path %d of %d (chance %s): %s\n", v.Path+1, len(t.Paths), percent(p.Probability), pathTitle(p))
+		o.line(w, "Predicted:", fmt.Sprintf("path %d of %d (chance %s): %s", v.Path+1, len(t.Paths), percent(p.Probability), pathTitle(p)))
 	}
 	c := v.Connection
 	if c.Answered {
-		fmt.Fprintf(w, "Real connection: answered by pod %s, which saw source %s\n\n", c.Pod, c.Client)
+		o.line(w, "Real connection:", fmt.Sprintf("answered by pod %s, which saw source %s", c.Pod, c.Client))
 	} else {
-		fmt.Fprintf(w, "Real connection: %s\n\n", c.Error)
+		o.line(w, "Real connection:", c.Error)
 	}
+	fmt.Fprintln(w)
 	rows := [][]string{}
 	for i, r := range v.Rows {
 		mark := "ok"
@@ -269,12 +446,28 @@ func Verification(w io.Writer, v *trace.Verification, o TraceOptions) error {
 		}
 		rows = append(rows, []string{strconv.Itoa(i + 1), orDash(r.Predicted), orDash(r.Kernel), mark})
 	}
-	if err := WriteTable(w, []string{"#", "PREDICTED (rules that match)", "KERNEL TRACE", ""}, rows); err != nil {
+	header := []string{"#", "PREDICTED (rules that match)", "KERNEL TRACE", ""}
+	var err error
+	if o.Wide {
+		err = WriteTable(w, header, rows)
+	} else {
+		err = FitTable(w, o.width(), header, rows, []Column{{}, {Min: 20, Shorten: shortenRule}, {Min: 20, Shorten: shortenRule}})
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nVerdict: %s\n", v.Result)
+	fmt.Fprintln(w)
+	verdict := v.Result
+	if v.Outcome != "" {
+		verdict += ": " + v.Outcome
+	}
+	o.line(w, "Verdict:", verdict)
 	for _, r := range v.Reasons {
-		fmt.Fprintf(w, "  - %s\n", r)
+		if o.Wide {
+			fmt.Fprintf(w, "  - %s\n", r)
+		} else {
+			io.WriteString(w, Wrap("  -", "    ", r, o.width()))
+		}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k8sguide/k8sguide/inspect/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -65,10 +67,19 @@ func goldenCases() []goldenCase {
 // a refactor that changes a byte of any table, wide or JSON rendering fails here; a change on purpose rewrites
 // the files with -update and says so in its commit.
 func TestGolden(t *testing.T) {
+	// The table views fit a classroom projector's 100 columns (the files pin them at that width).
+	t.Setenv("COLUMNS", "100")
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			status := Run(c.args, strings.NewReader(""), &stdout, &stderr)
+			if strings.HasSuffix(c.name, ".table") && c.args[0] == "trace" || c.name == "lb-list.table" {
+				for line := range strings.Lines(stdout.String()) {
+					if w := render.TextWidth(strings.TrimSuffix(line, "\n")); w > 100 {
+						t.Errorf("a line of %d columns with COLUMNS=100: %q", w, line)
+					}
+				}
+			}
 			got := fmt.Sprintf("$ k8sguide %s\n# exit status %d\n# stdout\n%s# stderr\n%s", strings.Join(c.args, " "), status, stdout.String(), stderr.String())
 			path := filepath.Join("testdata", "golden", c.name)
 			if *update {

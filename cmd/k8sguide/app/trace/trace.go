@@ -20,7 +20,7 @@ import (
 type flags struct {
 	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
 	LocalAddresses                                               []string
-	Verify                                                       bool
+	Verify, Summary                                              bool
 }
 
 // NewCommand returns the trace command.
@@ -84,7 +84,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				if format == render.JSON {
 					err = render.WriteData(streams.Out, render.JSON, v)
 				} else {
-					err = render.Verification(streams.Out, v, render.TraceOptions{Wide: format == "wide"})
+					err = render.Verification(streams.Out, v, viewOptions(streams.Out, f, format))
 				}
 				if err != nil {
 					return err
@@ -102,7 +102,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return write(streams.Out, t, format)
+			return write(streams.Out, t, f, format)
 		},
 	}
 	fl := cmd.Flags()
@@ -112,10 +112,11 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
 	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: the node that owns --dst)")
-	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from a snapshot file, an iptables-save dump, `iptables -L -n` listings or `nft -j list ruleset` output (- for stdin)")
+	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or iptables-save, iptables -L -n, nft list ruleset (or -j), ipvsadm -Ln output")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
-	fl.StringVarP(&f.Output, "output", "o", "table", "table, wide or json")
+	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole) or json")
+	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
 	return cmd
 }
@@ -133,14 +134,19 @@ func fromFile(streams lab.Streams, f *flags, req tracer.Request, format render.F
 	if err != nil {
 		return err
 	}
-	return write(streams.Out, t, format)
+	return write(streams.Out, t, f, format)
 }
 
-func write(w io.Writer, t *ktrace.Trace, format render.Format) error {
+func write(w io.Writer, t *ktrace.Trace, f *flags, format render.Format) error {
 	if format == render.JSON {
 		return render.WriteData(w, render.JSON, t)
 	}
-	return render.Trace(w, t, render.TraceOptions{Wide: format == "wide"})
+	return render.Trace(w, t, viewOptions(w, f, format))
+}
+
+// viewOptions: the table fits the terminal (render.Width); -o wide prints everything however wide.
+func viewOptions(w io.Writer, f *flags, format render.Format) render.TraceOptions {
+	return render.TraceOptions{Wide: format == "wide", Width: render.Width(w), Summary: f.Summary}
 }
 
 func parseAddrs(ss []string) ([]netip.Addr, error) {
