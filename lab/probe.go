@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"net"
+	"sync"
 )
 
 // Probe is the outcome of several connections from the lab's client to one address.
@@ -14,22 +15,37 @@ type Probe struct {
 	LastErr  string         `json:"lastError,omitempty"`
 }
 
-// ProbeAddr makes n connections (one HTTP request each) from the lab's client to addr.
+// probesInFlight is how many of a probe's connections are open at once: a node that drops the traffic costs a
+// few connect timeouts, not one per connection.
+const probesInFlight = 5
+
+// ProbeAddr makes n connections (one HTTP request each) from the lab's client to addr, a few at a time.
 func ProbeAddr(ctx context.Context, p Provider, name, addr string, n int) Probe {
 	pr := Probe{Addr: addr, Answers: map[string]int{}, Sources: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, probesInFlight)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		r, err := p.Get(ctx, name, addr)
-		if err != nil {
-			pr.Failures++
-			pr.LastErr = err.Error()
-			continue
-		}
-		pr.Answers[r.Pod]++
-		host, _, err := net.SplitHostPort(r.Client)
-		if err != nil {
-			host = r.Client
-		}
-		pr.Sources[host]++
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			r, err := p.Get(ctx, name, addr)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				pr.Failures++
+				pr.LastErr = err.Error()
+				return
+			}
+			pr.Answers[r.Pod]++
+			host, _, err := net.SplitHostPort(r.Client)
+			if err != nil {
+				host = r.Client
+			}
+			pr.Sources[host]++
+		}()
 	}
+	wg.Wait()
 	return pr
 }

@@ -3,10 +3,12 @@ package nodeport
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
 
@@ -49,7 +51,8 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	cmd.Flags().Int32Var(&f.TargetPort, "target-port", 0, "container port (default: --port)")
 	cmd.Flags().Int32Var(&f.NodePort, "node-port", 0, "request this node port (default: allocate one)")
 	cmd.Flags().StringVar(&f.ExternalTrafficPolicy, "external-traffic-policy", "Cluster", "Cluster or Local")
-	cmd.Flags().IntVar(&f.Check, "check", 10, "connections to make from the client to each node's NodePort (0: skip)")
+	cmd.Flags().IntVar(&f.Check, "check", 10, "connections from the client to each node's NodePort, all nodes at once (0: skip); "+
+		"exits non-zero when a connection fails that should not")
 	return cmd
 }
 
@@ -89,25 +92,141 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	}
 	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	fmt.Fprintln(streams.Out)
-	var rows [][]string
-	for _, n := range status.Nodes {
-		addr := net.JoinHostPort(n.IP, nodePort)
-		row := []string{n.Name, addr}
-		if f.Check > 0 {
-			pr := lab.ProbeAddr(ctx, p, f.Name, addr, f.Check)
-			row = append(row, fmt.Sprintf("%d/%d", f.Check-pr.Failures, f.Check), counts(pr.Answers), counts(pr.Sources))
-			if pr.Failures > 0 {
-				row[len(row)-1] += "  (" + pr.LastErr + ")"
+	if f.Check <= 0 {
+		var rows [][]string
+		for _, n := range status.Nodes {
+			rows = append(rows, []string{n.Name, net.JoinHostPort(n.IP, nodePort)})
+		}
+		return render.WriteTable(streams.Out, []string{"NODE", "NODEPORT"}, rows)
+	}
+	// With externalTrafficPolicy Local a node without a ready endpoint of its own drops NodePort traffic:
+	// its failures are what Local means, not a fault.
+	withEndpoint := map[string]bool{}
+	if etp == v1.ServiceExternalTrafficPolicyLocal {
+		pods, err := w.Pods(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pod := range pods {
+			if selects(svc.Spec.Selector, pod.Labels) && podReady(&pod) {
+				withEndpoint[pod.Spec.NodeName] = true
 			}
 		}
-		rows = append(rows, row)
 	}
-	header := []string{"NODE", "NODEPORT"}
-	if f.Check > 0 {
-		header = append(header, "ANSWERED", "PODS", "SOURCE SEEN BY POD")
-		fmt.Fprintf(streams.Out, "From %s (the client, outside the cluster), %d connections to each node:\n", lab.ClientName(f.Name), f.Check)
+	fmt.Fprintf(streams.Out, "From %s (the client, outside the cluster), %s to each node:\n",
+		lab.ClientName(f.Name), plural(f.Check, "connection"))
+	// Every node's probes at once: a node that drops the traffic costs one connect timeout, not one per try.
+	probes := make([]lab.Probe, len(status.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range status.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			probes[i] = lab.ProbeAddr(ctx, p, f.Name, net.JoinHostPort(n.IP, nodePort), f.Check)
+		}()
 	}
-	return render.WriteTable(streams.Out, header, rows)
+	wg.Wait()
+	var rows [][]string
+	var unexpected []string
+	var notes []string
+	pods := podNames(probes)
+	for i, n := range status.Nodes {
+		pr := probes[i]
+		answered := fmt.Sprintf("%d/%d", f.Check-pr.Failures, f.Check)
+		if pr.Failures > 0 {
+			expected := etp == v1.ServiceExternalTrafficPolicyLocal && !withEndpoint[n.Name]
+			if expected {
+				answered += " (expected)"
+				notes = append(notes, fmt.Sprintf("%s has no endpoint of %s, and externalTrafficPolicy Local keeps NodePort traffic to the node's own endpoints: it drops it (%s)", n.Name, svc.Name, pr.LastErr))
+			} else {
+				unexpected = append(unexpected, n.Name)
+				notes = append(notes, fmt.Sprintf("%s: %d of %d failed: %s", n.Name, pr.Failures, f.Check, pr.LastErr))
+			}
+		}
+		rows = append(rows, []string{n.Name, pr.Addr, answered, pods.counts(pr.Answers), counts(pr.Sources)})
+	}
+	header := []string{"NODE", "NODEPORT", "ANSWERED", "PODS" + pods.headerNote(), "SOURCE SEEN BY POD"}
+	width := render.Width(streams.Out)
+	if err := render.FitTable(streams.Out, width, header, rows, []render.Column{{Min: 12, Shorten: render.ShortenMiddle}, {}, {}, {Min: 16}, {Min: 16}}); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		io.WriteString(streams.Out, render.Wrap("  -", "    ", n, width))
+	}
+	if len(unexpected) > 0 {
+		return fmt.Errorf("connections failed on %s, which should answer (see above)", strings.Join(unexpected, ", "))
+	}
+	return nil
+}
+
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// podNamer prints the pods that answered by what tells them apart: a Deployment's pods share
+// "web-7b49f5dc7-", which the header says once.
+type podNamer struct{ prefix string }
+
+func podNames(probes []lab.Probe) podNamer {
+	var names []string
+	for _, pr := range probes {
+		for n := range pr.Answers {
+			names = append(names, n)
+		}
+	}
+	if len(names) < 2 {
+		return podNamer{}
+	}
+	prefix := names[0]
+	for _, n := range names[1:] {
+		for !strings.HasPrefix(n, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	// Cut at the last dash: the Deployment's name and the ReplicaSet's hash.
+	if i := strings.LastIndex(prefix, "-"); i > 0 {
+		return podNamer{prefix: prefix[:i+1]}
+	}
+	return podNamer{}
+}
+
+func (p podNamer) headerNote() string {
+	if p.prefix == "" {
+		return ""
+	}
+	return " (" + p.prefix + "…)"
+}
+
+func (p podNamer) counts(m map[string]int) string {
+	short := map[string]int{}
+	for k, v := range m {
+		short[strings.TrimPrefix(k, p.prefix)] += v
+	}
+	return counts(short)
 }
 
 func counts(m map[string]int) string {
