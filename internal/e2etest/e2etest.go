@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattn/go-runewidth"
+
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
@@ -165,16 +167,52 @@ func ToolFor(d dataplanes.Name) string {
 func K8sguide(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(Binary, args...)
+	// A classroom projector's width: the views a student reads must fit it (checked below).
+	cmd.Env = append(os.Environ(), "COLUMNS="+strconv.Itoa(Columns))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	if _, bench := t.(*testing.B); !bench || err != nil {
 		t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
 	}
+	if fitted(args) {
+		for line := range strings.Lines(out.String() + errb.String()) {
+			if w := runewidth.StringWidth(strings.TrimRight(line, "\n")); w > Columns {
+				t.Errorf("k8sguide %s: a line of %d columns, with COLUMNS=%d:\n%s", strings.Join(args, " "), w, Columns, line)
+			}
+		}
+	}
 	if err != nil {
 		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
 	}
 	return out.String(), nil
+}
+
+// Columns is the terminal width every k8sguide run of the tests has.
+const Columns = 100
+
+// fitted says whether a command's output must fit Columns: the views a student reads (up, get, nodeport, trace
+// with or without --verify, lb list), unless -o asks for wide or data output. exec and kubectl print what
+// other tools print.
+func fitted(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	for i, a := range args {
+		if (a == "-o" || a == "--output") && i+1 < len(args) && args[i+1] != "table" {
+			return false
+		}
+		if strings.HasPrefix(a, "-o") && len(a) > 2 && a != "-otable" || strings.HasPrefix(a, "--output=") && a != "--output=table" {
+			return false
+		}
+	}
+	switch args[0] {
+	case "up", "get", "nodeport", "trace":
+		return true
+	case "lb":
+		return len(args) > 1 && args[1] == "list"
+	}
+	return false
 }
 
 func MustK8sguide(t testing.TB, args ...string) string {

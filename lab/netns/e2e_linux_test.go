@@ -126,6 +126,17 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	}
 	if d == dataplanes.EBPF {
 		checkLBViews(t, name, status.Nodes[1].Name, kubectl("get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"), pods)
+		mustK8sguide(t, "lb", "list", "--name", name, "--node", status.Nodes[1].Name)
+	}
+	// What a student reads fits 100 columns (e2etest checks every line of these): the lab's objects and a
+	// NodePort trace, whole and summarised.
+	for _, what := range []string{"nodes", "pods", "services", "endpoints", "deployments"} {
+		mustK8sguide(t, "get", what, "--name", name)
+	}
+	nodePortDst := net.JoinHostPort(status.Nodes[1].IP, port)
+	mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst)
+	if out := mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst, "--summary"); strings.Count(out, "\n") >= 10 {
+		t.Errorf("trace --summary takes %d lines, want under 10:\n%s", strings.Count(out, "\n"), out)
 	}
 
 	// The kernel's rules carry the Service's chains, named after it.
@@ -175,12 +186,31 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	}
 
 	// The tracer agrees with the kernel on a packet to the NodePort.
-	if out := mustK8sguide(t, "trace", "--name", name, "--node", status.Nodes[1].Name, "--dst", net.JoinHostPort(status.Nodes[1].IP, port), "--verify"); !strings.Contains(out, "Verdict: agree") {
+	if out := mustK8sguide(t, "trace", "--name", name, "--node", status.Nodes[1].Name, "--dst", net.JoinHostPort(status.Nodes[1].IP, port), "--verify"); !regexp.MustCompile(`Verdict:\s+agree`).MatchString(out) {
 		t.Errorf("trace --verify does not agree:\n%s", out)
 	}
+	checkNodePortCommand(t, name, pods[0].Spec.NodeName)
 
 	mustK8sguide(t, "down", "--name", name)
 	assertNothingLeft(t, name)
+}
+
+// checkNodePortCommand checks `nodeport --check` with one replica, on node podNode: with externalTrafficPolicy
+// Local the other nodes' failures are expected (exit 0, each said so); a Service whose targetPort nothing
+// listens on fails unexpectedly everywhere (exit non-zero, the failures named).
+func checkNodePortCommand(t *testing.T, name, podNode string) {
+	t.Helper()
+	out := mustK8sguide(t, "nodeport", "--name", name, "--service", "web-local", "--external-traffic-policy", "Local", "--check", "3")
+	if n := strings.Count(out, "(expected)"); n != 2 {
+		t.Errorf("nodeport with externalTrafficPolicy Local and one pod: %d nodes' failures said to be expected, want 2:\n%s", n, out)
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(podNode) + `\s+\S+\s+3/3\s`).MatchString(out) {
+		t.Errorf("nodeport with externalTrafficPolicy Local: %s (the pod's node) does not answer 3/3:\n%s", podNode, out)
+	}
+	out, err := k8sguide(t, "nodeport", "--name", name, "--service", "web-wrong-port", "--target-port", "8080", "--check", "2")
+	if err == nil || !strings.Contains(err.Error(), "connections failed") {
+		t.Errorf("nodeport to a targetPort nothing listens on: err %v, want the failed connections named:\n%s", err, out)
+	}
 }
 
 // checkEBPFNode checks that a Cilium node has its datapath on eth0, cilium_host and cilium_net, bpf_lxc on the
