@@ -190,6 +190,7 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 		t.Errorf("trace --verify does not agree:\n%s", out)
 	}
 	checkNodePortCommand(t, name, pods[0].Spec.NodeName)
+	checkTraceNames(t, name, pods[0], status.Nodes)
 
 	mustK8sguide(t, "down", "--name", name)
 	assertNothingLeft(t, name)
@@ -210,6 +211,30 @@ func checkNodePortCommand(t *testing.T, name, podNode string) {
 	out, err := k8sguide(t, "nodeport", "--name", name, "--service", "web-wrong-port", "--target-port", "8080", "--check", "2")
 	if err == nil || !strings.Contains(err.Error(), "connections failed") {
 		t.Errorf("nodeport to a targetPort nothing listens on: err %v, want the failed connections named:\n%s", err, out)
+	}
+}
+
+// checkTraceNames checks how trace takes names: --from pod/NAME needs no --node (the pod's node is known) and
+// refuses another node; --node takes the short name node-ip prints.
+func checkTraceNames(t *testing.T, name string, pod v1.Pod, nodes []lab.Node) {
+	t.Helper()
+	clusterIP := mustK8sguide(t, "kubectl", "--name", name, "--", "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
+	out := mustK8sguide(t, "trace", "--name", name, "--from", "pod/"+pod.Name, "--dst", clusterIP+":80", "--summary")
+	if !strings.Contains(out, "on "+pod.Spec.NodeName+" (") {
+		t.Errorf("trace --from pod/%s does not walk its node %s:\n%s", pod.Name, pod.Spec.NodeName, out)
+	}
+	for _, n := range nodes {
+		if n.Name == pod.Spec.NodeName {
+			continue
+		}
+		if out, err := k8sguide(t, "trace", "--name", name, "--from", "pod/"+pod.Name, "--node", n.Name, "--dst", clusterIP+":80"); err == nil || !strings.Contains(err.Error(), "runs on "+pod.Spec.NodeName) {
+			t.Errorf("trace --from pod/%s --node %s (not its node): err %v\n%s", pod.Name, n.Name, err, out)
+		}
+		short := strings.TrimPrefix(n.Name, name+"-")
+		if out := mustK8sguide(t, "trace", "--name", name, "--node", short, "--dst", n.IP+":1"); !strings.Contains(out, n.Name) {
+			t.Errorf("trace --node %s does not walk %s:\n%s", short, n.Name, out)
+		}
+		break
 	}
 }
 

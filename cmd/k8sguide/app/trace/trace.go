@@ -61,17 +61,20 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if f.Node != "" {
+				if f.Node, err = resolveNode(cmd, p, f); err != nil {
+					return err
+				}
+			}
 			if f.Dst == "" {
 				if req.Dst, err = live.NodePortDst(cmd.Context(), p, f.Name, f.Node, f.Service); err != nil {
 					return err
 				}
 				f.Dst = req.Dst
 			}
-			node := f.Node
-			if node == "" {
-				if node, err = nodeFor(cmd, p, f); err != nil {
-					return err
-				}
+			node, err := nodeOf(cmd, p, f)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			if f.Verify {
@@ -111,7 +114,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
-	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: the node that owns --dst)")
+	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst)")
 	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or iptables-save, iptables -L -n, nft list ruleset (or -j), ipvsadm -Ln output")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
@@ -159,6 +162,57 @@ func parseAddrs(ss []string) ([]netip.Addr, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// resolveNode reads --node as the tool prints nodes: LAB-worker2 or worker2.
+func resolveNode(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
+	st, err := p.Status(cmd.Context(), f.Name)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		names[i] = n.Name
+	}
+	node, err := lab.ResolveNode(names, f.Name, f.Node)
+	if err != nil {
+		return "", fmt.Errorf("--node: %w", err)
+	}
+	return node, nil
+}
+
+// nodeOf is the node whose rules the packet meets: a pod's packets meet its own node's (--node, if given, must
+// be that one); else --node; else the node that owns --dst.
+func nodeOf(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
+	ns, name, isPod := lab.PodRef(f.From)
+	if !isPod {
+		if f.Node != "" {
+			return f.Node, nil
+		}
+		return nodeFor(cmd, p, f)
+	}
+	w, err := p.Workloads(cmd.Context(), f.Name)
+	if err != nil {
+		return "", err
+	}
+	pods, err := w.Pods(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, pod := range pods {
+		if pod.Name == name && (ns == "" || pod.Namespace == ns) {
+			switch {
+			case pod.Spec.NodeName == "":
+				return "", fmt.Errorf("--from %s: the pod is not scheduled on a node yet", f.From)
+			case f.Node != "" && f.Node != pod.Spec.NodeName:
+				return "", fmt.Errorf("--from %s runs on %s, not %s: a pod's packets meet its own node's rules (leave --node out)", f.From, pod.Spec.NodeName, f.Node)
+			}
+			return pod.Spec.NodeName, nil
+		}
+		names = append(names, "pod/"+pod.Name)
+	}
+	return "", fmt.Errorf("--from %s: no such pod in lab %s (pods: %s)", f.From, f.Name, strings.Join(names, ", "))
 }
 
 // nodeFor picks the node that owns the destination address, for `trace --dst NODEIP:PORT`.
