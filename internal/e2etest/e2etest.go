@@ -176,7 +176,8 @@ func K8sguide(t testing.TB, args ...string) (string, error) {
 		t.Logf("$ k8sguide %s\n%s%s", strings.Join(args, " "), out.String(), errb.String())
 	}
 	if fitted(args) {
-		for line := range strings.Lines(out.String() + errb.String()) {
+		// stdout only: an error is one line, whatever its length, so that it reads as one thing.
+		for line := range strings.Lines(out.String()) {
 			if w := runewidth.StringWidth(strings.TrimRight(line, "\n")); w > Columns {
 				t.Errorf("k8sguide %s: a line of %d columns, with COLUMNS=%d:\n%s", strings.Join(args, " "), w, Columns, line)
 			}

@@ -205,7 +205,7 @@ func checkNodePortCommand(t *testing.T, name, podNode string) {
 	if n := strings.Count(out, "(expected)"); n != 2 {
 		t.Errorf("nodeport with externalTrafficPolicy Local and one pod: %d nodes' failures said to be expected, want 2:\n%s", n, out)
 	}
-	if !regexp.MustCompile(regexp.QuoteMeta(podNode) + `\s+\S+\s+3/3\s`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(strings.TrimPrefix(podNode, name+"-")) + `\s+\S+\s+3/3\s`).MatchString(out) {
 		t.Errorf("nodeport with externalTrafficPolicy Local: %s (the pod's node) does not answer 3/3:\n%s", podNode, out)
 	}
 	out, err := k8sguide(t, "nodeport", "--name", name, "--service", "web-wrong-port", "--target-port", "8080", "--check", "2")
@@ -220,7 +220,7 @@ func checkTraceNames(t *testing.T, name string, pod v1.Pod, nodes []lab.Node) {
 	t.Helper()
 	clusterIP := mustK8sguide(t, "kubectl", "--name", name, "--", "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
 	out := mustK8sguide(t, "trace", "--name", name, "--from", "pod/"+pod.Name, "--dst", clusterIP+":80", "--summary")
-	if !strings.Contains(out, "on "+pod.Spec.NodeName+" (") {
+	if !regexp.MustCompile(`on\s+` + regexp.QuoteMeta(pod.Spec.NodeName) + `\s+\(`).MatchString(out) {
 		t.Errorf("trace --from pod/%s does not walk its node %s:\n%s", pod.Name, pod.Spec.NodeName, out)
 	}
 	for _, n := range nodes {

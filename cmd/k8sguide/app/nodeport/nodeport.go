@@ -143,9 +143,10 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 				notes = append(notes, fmt.Sprintf("%s: %d of %d failed: %s", n.Name, pr.Failures, f.Check, pr.LastErr))
 			}
 		}
-		rows = append(rows, []string{n.Name, pr.Addr, answered, pods.counts(pr.Answers), counts(pr.Sources)})
+		// Nodes by the short names node-ip prints and --node takes; the header names the lab's prefix.
+		rows = append(rows, []string{strings.TrimPrefix(n.Name, f.Name+"-"), pr.Addr, answered, pods.counts(pr.Answers), counts(pr.Sources)})
 	}
-	header := []string{"NODE", "NODEPORT", "ANSWERED", "PODS" + pods.headerNote(), "SOURCE SEEN BY POD"}
+	header := []string{"NODE (" + f.Name + "-…)", "NODEPORT", "ANSWERED", "PODS" + pods.headerNote(), "SOURCE SEEN BY POD"}
 	width := render.Width(streams.Out)
 	if err := render.FitTable(streams.Out, width, header, rows, []render.Column{{Min: 12, Shorten: render.ShortenMiddle}, {}, {}, {Min: 16}, {Min: 16}}); err != nil {
 		return err
