@@ -12,6 +12,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
 )
 
 type flags struct {
@@ -31,7 +32,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 
 func sourceFlags(cmd *cobra.Command, f *flags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	fl.StringVar(&f.Name, "name", "", providers.NameUsage)
 	fl.StringVar(&f.Node, "node", "", "the lab node to read (default: the first)")
 	fl.StringVar(&f.Snapshot, "snapshot", "", "read a saved snapshot instead of a live node (- for stdin)")
 	fl.StringVar(&f.BPFFS, "bpffs", "", "read the Cilium maps pinned in this directory of the machine it runs on (e.g. "+lab.DefaultCiliumMaps+" on a Cilium node)")

@@ -37,20 +37,23 @@ func ciliumMaps(ctx context.Context, src mapsSource) (*ebpf.State, error) {
 		}
 		return ciliumMapsOf(s, src.snapshot)
 	}
-	p, err := providers.ForLabFlag(&src.lab, src.lab != lab.DefaultName)
+	p, err := providers.ForLabFlag(&src.lab, src.lab != "")
 	if err != nil {
 		return nil, err
 	}
-	node := src.node
-	if node == "" {
-		status, err := p.Status(ctx, src.lab)
-		if err != nil {
+	status, err := p.Status(ctx, src.lab)
+	if err != nil {
+		return nil, err
+	}
+	if len(status.Nodes) == 0 {
+		return nil, &lab.NotFoundError{Kind: "node", Name: "(any)"}
+	}
+	node := status.Nodes[0].Name
+	if src.node != "" {
+		// As node-ip prints it (worker2) or whole.
+		if node, err = lab.ResolveNode(status.NodeNames(), src.lab, src.node); err != nil {
 			return nil, err
 		}
-		if len(status.Nodes) == 0 {
-			return nil, &lab.NotFoundError{Kind: "node", Name: "(any)"}
-		}
-		node = status.Nodes[0].Name
 	}
 	s, err := live.Snapshot(ctx, p, src.lab, node)
 	if err != nil {

@@ -43,7 +43,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return runE(cmd, f, streams)
 		},
 	}
-	cmd.Flags().StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
 	cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", "default", "namespace")
 	cmd.Flags().StringVar(&f.Deployment, "deployment", "web", "deployment to expose")
 	cmd.Flags().StringVar(&f.Service, "service", "", "service name (default: the deployment's name)")
@@ -114,7 +114,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		}
 	}
 	fmt.Fprintf(streams.Out, "From %s (the client, outside the cluster), %s to each node:\n",
-		lab.ClientName(f.Name), plural(f.Check, "connection"))
+		lab.ClientName(f.Name), lab.Count(f.Check, "connection"))
 	// Every node's probes at once: a node that drops the traffic costs one connect timeout, not one per try.
 	probes := make([]lab.Probe, len(status.Nodes))
 	var wg sync.WaitGroup
@@ -179,13 +179,6 @@ func podReady(p *v1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // podNamer prints the pods that answered by what tells them apart: a Deployment's pods share

@@ -109,7 +109,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name")
+	fl.StringVar(&f.Name, "name", "", providers.NameUsage)
 	fl.StringVar(&f.Dst, "dst", "", "destination IP:PORT (a node IP and NodePort, a ClusterIP and port, …)")
 	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
