@@ -36,32 +36,39 @@ func compactHopTable(w io.Writer, hops, first []trace.Hop, o TraceOptions) error
 	}
 	var rows [][]string
 	lastHook := ""
-	section := func(h trace.Hop) {
-		if h.Hook != lastHook {
-			lastHook = h.Hook
-			title := h.Hook + ":"
-			if functions && h.Chain != "" {
-				title = fmt.Sprintf("%s (%s):", h.Hook, h.Chain)
-			}
-			rows = append(rows, []string{title})
+	// section starts a hook's lines when h is in another hook than the line before; it says whether it did.
+	section := func(h trace.Hop) bool {
+		if h.Hook == lastHook {
+			return false
 		}
+		lastHook = h.Hook
+		title := h.Hook + ":"
+		if functions && h.Chain != "" {
+			title = fmt.Sprintf("%s (%s):", h.Hook, h.Chain)
+		}
+		rows = append(rows, []string{title})
+		return true
 	}
 	asInFirst := func(h trace.Hop) bool {
 		return slices.ContainsFunc(first, func(f trace.Hop) bool { return sameHopAndResult(f, h) })
 	}
 	for i := 0; i < len(hops); i++ {
 		h := hops[i]
-		section(h)
+		started := section(h)
 		if j := runEnd(hops, i, asInFirst); j-i > 1 {
-			// The section line names every hook the run crosses.
+			// A section line names every hook the run crosses: the one just started, or, when the run begins
+			// inside the hook of the lines above, one of its own for the hooks after it.
 			hooks := []string{}
 			for _, x := range hops[i:j] {
 				if !slices.Contains(hooks, x.Hook) {
 					hooks = append(hooks, x.Hook)
 				}
 			}
-			if len(hooks) > 1 {
+			switch {
+			case len(hooks) > 1 && started:
 				rows[len(rows)-1] = []string{strings.Join(hooks, ", ") + ":"}
+			case len(hooks) > 1:
+				rows = append(rows, []string{fmt.Sprintf("%s (from %s on):", strings.Join(hooks, ", "), hooks[0])})
 			}
 			what := fmt.Sprintf("(%d rules as in path 1)", j-i)
 			if functions {

@@ -112,3 +112,25 @@ func TestEveryPathsReply(t *testing.T) {
 		}
 	}
 }
+
+// A run of hops as in path 1 that begins inside the hook of the lines above and crosses into the next hook gets
+// a section line of its own; it used to overwrite the line above it.
+func TestFoldedRunKeepsTheLineAbove(t *testing.T) {
+	hop := func(hook, chain string, rule int, verdict string) trace.Hop {
+		return trace.Hop{Hook: hook, Table: "nat", Chain: chain, Rule: rule, Matched: true, Verdict: verdict, Text: fmt.Sprintf("-A %s rule %d", chain, rule)}
+	}
+	first := []trace.Hop{hop("PREROUTING", "KUBE-SEP-A", 1, "dnat to 10.244.1.2:80"), hop("PREROUTING", "X", 1, "continue"),
+		hop("PREROUTING", "X", 2, "continue"), hop("POSTROUTING", "Y", 1, "accept")}
+	mine := []trace.Hop{hop("PREROUTING", "KUBE-SEP-B", 1, "dnat to 10.244.1.3:80"), hop("PREROUTING", "X", 1, "continue"),
+		hop("PREROUTING", "X", 2, "continue"), hop("POSTROUTING", "Y", 1, "accept")}
+	var b bytes.Buffer
+	if err := compactHopTable(&b, mine, first, TraceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"nat/KUBE-SEP-B", "dnat to 10.244.1.3:80", "PREROUTING, POSTROUTING (from PREROUTING on):", "(3 rules as in path 1)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+}
