@@ -38,6 +38,15 @@ func (o TraceOptions) line(w io.Writer, label, text string) {
 	io.WriteString(w, Wrap(first, strings.Repeat(" ", len(first)), text, o.width()))
 }
 
+// bullet prints a "  - text" line: as it is with Wide, else wrapped to the width under its text.
+func (o TraceOptions) bullet(w io.Writer, text string) {
+	if o.Wide {
+		fmt.Fprintf(w, "  - %s\n", text)
+		return
+	}
+	io.WriteString(w, Wrap("  -", "    ", text, o.width()))
+}
+
 // Trace prints a trace the way the guide's walkthroughs read: PREROUTING → KUBE-SERVICES → … → DNAT, then
 // one section per possible endpoint, the endpoints with their chances, the reply and the notes.
 func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
@@ -100,11 +109,7 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	if len(t.Notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
 		for _, n := range t.Notes {
-			if o.Wide {
-				fmt.Fprintf(w, "  - %s\n", n)
-			} else {
-				io.WriteString(w, Wrap("  -", "    ", n, o.width()))
-			}
+			o.bullet(w, n)
 		}
 	}
 	return nil
@@ -463,11 +468,7 @@ func Verification(w io.Writer, v *trace.Verification, o TraceOptions) error {
 	}
 	o.line(w, "Verdict:", verdict)
 	for _, r := range v.Reasons {
-		if o.Wide {
-			fmt.Fprintf(w, "  - %s\n", r)
-		} else {
-			io.WriteString(w, Wrap("  -", "    ", r, o.width()))
-		}
+		o.bullet(w, r)
 	}
 	return nil
 }

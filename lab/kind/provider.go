@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
@@ -279,7 +280,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 		return lab.Status{}, err
 	}
 	for _, pod := range proxies.Items {
-		st.Proxies[pod.Spec.NodeName] = lab.ProxyStatus{Running: podReady(&pod)}
+		st.Proxies[pod.Spec.NodeName] = lab.ProxyStatus{Running: podutils.IsPodReady(&pod)}
 	}
 	return st, nil
 }
@@ -290,15 +291,6 @@ func proxySelector(d dataplanes.Name) string {
 		return "k8s-app=cilium"
 	}
 	return "k8s-app=kube-proxy"
-}
-
-func podReady(pod *v1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // compareNodeNames orders nodes as kind names them: control-plane, worker, worker2, ..., worker10.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"helm.sh/helm/v4/pkg/action"
 	helmchart "helm.sh/helm/v4/pkg/chart/v2"
@@ -357,7 +358,7 @@ func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.L
 	var out []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if podReady(p) || p.DeletionTimestamp != nil {
+		if podutils.IsPodReady(p) || p.DeletionTimestamp != nil {
 			continue
 		}
 		why := string(p.Status.Phase)
@@ -388,13 +389,4 @@ func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.L
 		out = append(out[:3], fmt.Sprintf("%d more", len(out)-3))
 	}
 	return " (" + strings.Join(out, ", ") + ")"
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
@@ -108,7 +110,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 			return err
 		}
 		for _, pod := range pods {
-			if selects(svc.Spec.Selector, pod.Labels) && podReady(&pod) {
+			if len(svc.Spec.Selector) > 0 && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) && podutils.IsPodReady(&pod) {
 				withEndpoint[pod.Spec.NodeName] = true
 			}
 		}
@@ -158,27 +160,6 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		return fmt.Errorf("connections failed on %s, which should answer (see above)", strings.Join(unexpected, ", "))
 	}
 	return nil
-}
-
-func selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podNamer prints the pods that answered by what tells them apart: a Deployment's pods share

@@ -170,11 +170,7 @@ func resolveNode(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	names := make([]string, len(st.Nodes))
-	for i, n := range st.Nodes {
-		names[i] = n.Name
-	}
-	node, err := lab.ResolveNode(names, f.Name, f.Node)
+	node, err := lab.ResolveNode(st.NodeNames(), f.Name, f.Node)
 	if err != nil {
 		return "", fmt.Errorf("--node: %w", err)
 	}
