@@ -216,6 +216,11 @@ func compactResult(h trace.Hop) string {
 		return "no: " + compactReason(h.Reason)
 	}
 	r := h.Verdict
+	if h.Table == "ipvs" && h.Reason != "" && r == "" {
+		// The virtual server's lookup: "IPVS virtual server for 172.18.0.2:30080 (one per address …)".
+		found, _, _ := strings.Cut(h.Reason, " (")
+		return found
+	}
 	if h.Table == "ipvs" && h.Reason != "" {
 		// A scheduler's choice is not a random rule: name the scheduler, and the turn where the node tells it.
 		scheduler, _, _ := strings.Cut(h.Reason, ":")
