@@ -17,7 +17,7 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios
+.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
 # the guide's own requests, ipset for kube-proxy's IPVS mode.
@@ -25,8 +25,8 @@ LAB_PACKAGES := iproute2 iptables nftables conntrack curl ipset
 # clang-19: Cilium's datapath (the ebpf dataplane) needs clang >= 18.1 (bookworm's clang is 14).
 EBPF_PACKAGES := clang-19
 # What only the tests need. shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
-# ipvsadm: the IPVS tests list with it.
-TEST_PACKAGES := shellcheck ipvsadm
+# ipvsadm: the IPVS tests list with it. chromium: the picture test opens trace -o html in it.
+TEST_PACKAGES := shellcheck ipvsadm chromium
 # The IPVS test VM: QEMU alone, without the firmware and tools it recommends.
 VM_PACKAGES := qemu-system-x86
 
@@ -47,11 +47,14 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(VM_PACKAGES) >/dev/null
 	go run ./internal/vmtest/cmd/vmkernel
 
-# k8sguide, and beside it k8sguide-cilium, the ebpf dataplane's node agent: a nested module (Cilium's Go
-# packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache. The
-# agent runs only in netns labs, which need Linux; on macOS `build` makes the CLI alone.
+# k8sguide; beside it k8sguide-graphviz, which lays out trace -o svg|html (Graphviz in WebAssembly: a program
+# of its own so k8sguide does not start it on every command), and k8sguide-cilium, the ebpf dataplane's node
+# agent: a nested module (Cilium's Go packages stay out of the main module), whose build also puts Cilium's bpf/
+# sources in the module cache. The agent runs only in netns labs, which need Linux; on macOS `build` makes the
+# CLI and the layout program.
 build:
 	go build -trimpath -o $(BIN) ./cmd/k8sguide
+	go build -trimpath -o $(dir $(BIN))k8sguide-graphviz ./cmd/k8sguide-graphviz
 ifeq ($(shell uname -s),Linux)
 	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
 endif
@@ -64,6 +67,7 @@ cross:
 	for target in $(CROSS); do \
 	  os=$${target%/*}; arch=$${target#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-$$os-$$arch ./cmd/k8sguide || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-graphviz-$$os-$$arch ./cmd/k8sguide-graphviz || exit 1; \
 	done
 
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,
@@ -135,6 +139,12 @@ JUNIT ?= junit-scenarios.xml
 scenarios: build deps
 	$(K8SGUIDE) scenario run --dataplane $(SCENARIO_DATAPLANES) --junit $(JUNIT)
 	K8SGUIDE_IPVS_VM_SCENARIOS=1 go test -count=1 -timeout 60m -run '^TestIPVSScenarios(InVM)?$$' ./scenarios/run/
+
+# The README's pictures (docs/images/*.png): the picture test's screenshots of trace -o html in headless
+# Chromium, from the golden snapshots. Look at them before committing.
+pictures:
+	mkdir -p docs/images
+	K8SGUIDE_SCREENSHOTS=$(abspath docs/images) go test -count=1 -run 'TestPictureInChromium/(iptables|ebpf)-nodeport$$' ./inspect/render/
 
 # Figures, not pass/fail: up time per dataplane, deploy+nodeport time, the deploy of 1,000 and 5,000 Services
 # through the apiserver (with the proxy's sync time and the control plane's memory), and snapshot+trace against

@@ -81,3 +81,21 @@ func TestMakeLabRefusesAnExistingLab(t *testing.T) {
 		t.Errorf("no such lab: %v\n%s", err, out)
 	}
 }
+
+// TestK8sguideDoesNotLinkGraphviz: go-graphviz compiles its WebAssembly Graphviz when a program starts (0.6–0.8 s);
+// only k8sguide-graphviz may link it, or every k8sguide command pays that.
+func TestK8sguideDoesNotLinkGraphviz(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/k8sguide/k8sguide/cmd/k8sguide").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/goccy/go-graphviz") {
+			t.Errorf("k8sguide links %s: lay pictures out through render.Layout (k8sguide-graphviz) instead", pkg)
+		}
+	}
+	out, err = exec.Command("go", "list", "-deps", "github.com/k8sguide/k8sguide/cmd/k8sguide-graphviz").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "github.com/goccy/go-graphviz\n") {
+		t.Errorf("k8sguide-graphviz does not link go-graphviz (the check above proves nothing): %v\n%s", err, out)
+	}
+}

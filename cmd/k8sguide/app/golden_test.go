@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/render/graphviz"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -47,6 +49,17 @@ func goldenCases() []goldenCase {
 			out = append(out, goldenCase{c.name + "." + format, append(append([]string{"trace"}, c.args...), "-o", format)})
 		}
 	}
+	// The picture: Graphviz's SVG byte for byte (Graphviz in WebAssembly lays out the same everywhere), and
+	// the DOT it is made from, for the traces the README shows and one from a pod.
+	for _, name := range []string{"iptables-nodeport", "ebpf-nodeport", "nftables-clusterip-from-pod", "ipvs-nodeport"} {
+		for _, c := range traces {
+			if c.name == name {
+				for _, format := range []string{"svg", "dot"} {
+					out = append(out, goldenCase{c.name + "." + format, append(append([]string{"trace"}, c.args...), "-o", format)})
+				}
+			}
+		}
+	}
 	return append(out,
 		goldenCase{"lb-list.table", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json"}},
 		goldenCase{"lb-list.wide", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json", "-o", "wide"}},
@@ -67,6 +80,10 @@ func goldenCases() []goldenCase {
 // a refactor that changes a byte of any table, wide or JSON rendering fails here; a change on purpose rewrites
 // the files with -update and says so in its commit.
 func TestGolden(t *testing.T) {
+	// Pictures are laid out here, in the test, by the Graphviz k8sguide-graphviz runs (TestGraphvizProgram
+	// checks the program gives the same bytes).
+	defer func(layout func(context.Context, string) ([]byte, error)) { render.Layout = layout }(render.Layout)
+	render.Layout = func(ctx context.Context, dot string) ([]byte, error) { return graphviz.SVG(ctx, []byte(dot)) }
 	// The table views fit a classroom projector's 100 columns (the files pin them at that width).
 	t.Setenv("COLUMNS", "100")
 	for _, c := range goldenCases() {
@@ -81,6 +98,13 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			got := fmt.Sprintf("$ k8sguide %s\n# exit status %d\n# stdout\n%s# stderr\n%s", strings.Join(c.args, " "), status, stdout.String(), stderr.String())
+			if strings.HasSuffix(c.name, ".svg") {
+				// Kept as a plain SVG, to be looked at: the command must have succeeded quietly.
+				if status != 0 || stderr.Len() > 0 {
+					t.Fatalf("k8sguide %s: exit status %d: %s", strings.Join(c.args, " "), status, stderr.String())
+				}
+				got = stdout.String()
+			}
 			path := filepath.Join("testdata", "golden", c.name)
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

@@ -2,6 +2,7 @@
 package trace
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -31,9 +32,12 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Explain a packet's path through a node's rules: every rule, every endpoint's chance, the reply; --verify checks it against the kernel",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := render.ParseFormat(f.Output, "table", "wide", render.JSON)
+			format, err := render.ParseFormat(f.Output, "table", "wide", render.JSON, "svg", "html", "dot")
 			if err != nil {
 				return err
+			}
+			if picture := format == "svg" || format == "html" || format == "dot"; picture && (f.Verify || f.Summary) {
+				return fmt.Errorf("-o %s draws the trace; --verify and --summary print a table (or JSON)", format)
 			}
 			if f.Dst == "" && (f.Service == "" || f.Node == "" || f.Snapshot != "") {
 				return fmt.Errorf("--dst IP:PORT is required (or --service NAME with --node NODE on a live lab)")
@@ -48,7 +52,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				if f.Verify {
 					return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
 				}
-				return fromFile(streams, f, req, format)
+				return fromFile(cmd.Context(), streams, f, req, format)
 			}
 			local, err := parseAddrs(f.LocalAddresses)
 			if err != nil {
@@ -105,7 +109,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return write(streams.Out, t, f, format)
+			return write(ctx, streams.Out, t, f, format)
 		},
 	}
 	fl := cmd.Flags()
@@ -118,13 +122,13 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or iptables-save, iptables -L -n, nft list ruleset (or -j), ipvsadm -Ln output")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
-	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole) or json")
+	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole), json, svg (the path as a picture), html (picture, table and JSON in one page) or dot (the picture's Graphviz graph)")
 	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
 	return cmd
 }
 
-func fromFile(streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
+func fromFile(ctx context.Context, streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
 	local, err := parseAddrs(f.LocalAddresses)
 	if err != nil {
 		return err
@@ -137,12 +141,24 @@ func fromFile(streams lab.Streams, f *flags, req tracer.Request, format render.F
 	if err != nil {
 		return err
 	}
-	return write(streams.Out, t, f, format)
+	return write(ctx, streams.Out, t, f, format)
 }
 
-func write(w io.Writer, t *ktrace.Trace, f *flags, format render.Format) error {
-	if format == render.JSON {
+func write(ctx context.Context, w io.Writer, t *ktrace.Trace, f *flags, format render.Format) error {
+	switch format {
+	case render.JSON:
 		return render.WriteData(w, render.JSON, t)
+	case "dot":
+		_, err := io.WriteString(w, render.TraceDOT(t))
+		return err
+	case "svg":
+		svg, err := render.TraceSVG(ctx, t)
+		if err == nil {
+			_, err = w.Write(svg)
+		}
+		return err
+	case "html":
+		return render.TraceHTML(ctx, w, t)
 	}
 	return render.Trace(w, t, viewOptions(w, f, format))
 }
