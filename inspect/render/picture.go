@@ -275,7 +275,7 @@ func choiceLabel(t *trace.Trace, p trace.Path) string {
 }
 
 // endBox is where a path ends: the endpoint's pod, or what stopped the packet.
-func (pb *pictureBuilder) endBox(p trace.Path) string {
+func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 	id := pb.id("e")
 	var lines []string
 	fill, line := fillPod, linePod
@@ -293,6 +293,13 @@ func (pb *pictureBuilder) endBox(p trace.Path) string {
 		lines = append(lines, p.Endpoint.Addr())
 		if p.Endpoint.Node != "" {
 			lines = append(lines, "on "+p.Endpoint.Node)
+		}
+	case p.Verdict == trace.Delivered:
+		// Sent on with its destination untranslated: no rule made it a Service's packet.
+		fill, line = fillSource, lineSource
+		lines = append(lines, "sent on to "+dst, "(not translated)")
+		if p.Egress != "" {
+			lines = append(lines, ShortenEnd(p.Egress, pictureTextWidth))
 		}
 	case p.Verdict == trace.Local:
 		lines = append(lines, "a socket on the node", "(nothing translated it)")
@@ -363,7 +370,7 @@ func TraceDOT(t *trace.Trace) string {
 			own = own[common:]
 		}
 		end, tail := pb.chain(last, label, own, &pst, &edges)
-		e := pb.endBox(p)
+		e := pb.endBox(p, pst.dst)
 		arrive := tail
 		if p.Verdict == trace.Delivered {
 			arrive = strings.TrimSpace(tail + "\npod sees source " + pst.src)

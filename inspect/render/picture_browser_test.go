@@ -289,3 +289,38 @@ func checkLayout(t *testing.T, l layout) {
 		}
 	}
 }
+
+// TestPictureSaysWhatTheTableSays: the picture of each trace has a branch per path with its chance, a box per
+// endpoint, each path's DNAT to its endpoint on an arrow and the source its pod sees.
+func TestPictureSaysWhatTheTableSays(t *testing.T) {
+	for _, c := range pictureTraces {
+		t.Run(c.name, func(t *testing.T) {
+			tr := traceOf(t, c.snapshot, c.req)
+			dot := render.TraceDOT(tr)
+			if got := strings.Count(dot, "dnat to "); got < len(tr.Paths) {
+				t.Errorf("%d paths but %d boxes say dnat to", len(tr.Paths), got)
+			}
+			for _, p := range tr.Paths {
+				if p.Endpoint == nil {
+					continue
+				}
+				if !strings.Contains(dot, "DNAT ") || !strings.Contains(dot, "→ "+p.Endpoint.Addr()+"<BR/>") && !strings.Contains(dot, "→ "+p.Endpoint.Addr()+">") {
+					t.Errorf("no arrow says DNAT … → %s", p.Endpoint.Addr())
+				}
+				if !strings.Contains(dot, "pod sees source "+p.SNAT+">") && !strings.Contains(dot, "pod sees source "+p.SNAT+"<") {
+					t.Errorf("no arrow says the pod %s sees source %s", p.Endpoint.Pod, p.SNAT)
+				}
+				if !strings.Contains(dot, ">"+p.Endpoint.Addr()+"<BR/>") {
+					t.Errorf("no box for endpoint %s", p.Endpoint.Addr())
+				}
+				chance := fmt.Sprintf("%.2f%%", p.Probability*100)
+				if len(tr.Paths) > 1 && !strings.Contains(dot, "label=<"+chance) && !strings.Contains(dot, "label=<Maglev share "+chance) {
+					t.Errorf("no branch says %.2f%%", p.Probability*100)
+				}
+			}
+			if strings.Count(dot, "style=dashed") < len(tr.Paths) {
+				t.Errorf("fewer dashed replies than paths")
+			}
+		})
+	}
+}

@@ -78,11 +78,14 @@ func Main(m *testing.M) int {
 	}
 	if Binary == "" {
 		Binary = filepath.Join(dir, "k8sguide")
-		build := exec.Command("go", "build", "-o", Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building k8sguide:", err)
-			return 1
+		// And beside it k8sguide-graphviz, as make build puts it, which trace -o svg|html runs.
+		for _, pkg := range []string{"k8sguide", "k8sguide-graphviz"} {
+			build := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/k8sguide/k8sguide/cmd/"+pkg)
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "building %s: %v\n", pkg, err)
+				return 1
+			}
 		}
 	}
 	StateDir = filepath.Join(dir, "state")

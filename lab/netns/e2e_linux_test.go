@@ -138,6 +138,16 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	if out := mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst, "--summary"); strings.Count(out, "\n") >= 10 {
 		t.Errorf("trace --summary takes %d lines, want under 10:\n%s", strings.Count(out, "\n"), out)
 	}
+	// The picture, laid out by the k8sguide-graphviz beside k8sguide, names every pod the packet can reach.
+	page := mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst, "-o", "html")
+	if !strings.Contains(page, "<svg") {
+		t.Errorf("trace -o html: no picture in the page:\n%.500s", page)
+	}
+	for _, pod := range pods {
+		if !strings.Contains(page, "pod "+pod.Name) {
+			t.Errorf("trace -o html: the picture has no box for pod %s", pod.Name)
+		}
+	}
 
 	// The kernel's rules carry the Service's chains, named after it.
 	for _, n := range status.Nodes {
