@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"net"
 	"os"
 	"os/exec"
@@ -139,7 +140,7 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 		t.Errorf("trace --summary takes %d lines, want under 10:\n%s", strings.Count(out, "\n"), out)
 	}
 	// The picture, laid out by the k8sguide-graphviz beside k8sguide, names every pod the packet can reach.
-	page := mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst, "-o", "html")
+	page := html.UnescapeString(mustK8sguide(t, "trace", "--name", name, "--dst", nodePortDst, "-o", "html"))
 	if !strings.Contains(page, "<svg") {
 		t.Errorf("trace -o html: no picture in the page:\n%.500s", page)
 	}
