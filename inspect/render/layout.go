@@ -16,9 +16,6 @@ const (
 	GraphvizEnv  = "K8SGUIDE_GRAPHVIZ"
 )
 
-// Layout turns a DOT graph into SVG. It runs k8sguide-graphviz; tests that link Graphviz replace it.
-var Layout func(ctx context.Context, dot string) ([]byte, error) = runGraphviz
-
 // graphvizPath finds k8sguide-graphviz: $K8SGUIDE_GRAPHVIZ, beside the running k8sguide, or on PATH.
 func graphvizPath() (string, error) {
 	if p := os.Getenv(GraphvizEnv); p != "" {
@@ -39,13 +36,40 @@ func graphvizPath() (string, error) {
 	return "", fmt.Errorf("pictures are laid out by %s, which is not beside k8sguide nor on PATH: `make build` builds it (or set %s; -o dot prints the graph for your own Graphviz)", GraphvizName, GraphvizEnv)
 }
 
-func runGraphviz(ctx context.Context, dot string) ([]byte, error) {
+// GraphvizCacheEnv overrides where k8sguide-graphviz keeps its cache (the tests keep it in their directory).
+const GraphvizCacheEnv = "K8SGUIDE_GRAPHVIZ_CACHE"
+
+// graphvizCache is where k8sguide-graphviz keeps Graphviz's compiled WebAssembly (0.7 s to compile, 12 MB):
+// $K8SGUIDE_GRAPHVIZ_CACHE, else $XDG_CACHE_HOME/k8sguide/graphviz (~/.cache/...); "" when there is no such
+// directory to make.
+func graphvizCache() string {
+	dir := os.Getenv(GraphvizCacheEnv)
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(base, "k8sguide", "graphviz")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// Layout turns a DOT graph into SVG with k8sguide-graphviz.
+func Layout(ctx context.Context, dot string) ([]byte, error) {
 	path, err := graphvizPath()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Stdin = strings.NewReader(dot)
+	// go-graphviz caches its compiled module in $TMPDIR/go-graphviz: keep it with k8sguide's other caches
+	// rather than in /tmp (without a cache directory it compiles every time, and writes nothing).
+	if cache := graphvizCache(); cache != "" {
+		cmd.Env = append(os.Environ(), "TMPDIR="+cache)
+	}
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {

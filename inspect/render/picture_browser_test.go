@@ -17,8 +17,8 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/render"
-	"github.com/k8sguide/k8sguide/inspect/render/graphviz"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/internal/graphviztest"
 )
 
 // pictureTraces are the traces the picture tests draw: a NodePort on each dataplane and a ClusterIP from a pod,
@@ -54,11 +54,9 @@ func traceOf(t *testing.T, snapshot string, req tracer.Request) *trace.Trace {
 	return tr
 }
 
-func inProcessLayout(t *testing.T) {
+func useGraphviz(t *testing.T) {
 	t.Helper()
-	old := render.Layout
-	render.Layout = func(ctx context.Context, dot string) ([]byte, error) { return graphviz.SVG(ctx, []byte(dot)) }
-	t.Cleanup(func() { render.Layout = old })
+	t.Setenv(render.GraphvizEnv, graphviztest.Build(t))
 }
 
 // measureScript, added to the page for the test only, writes the boxes of the picture's parts, as the browser
@@ -173,7 +171,7 @@ func openInChromium(t *testing.T, browser, page string, width, height int) ([]by
 // K8SGUIDE_SCREENSHOTS names a folder (`make pictures` makes the README's).
 func TestPictureInChromium(t *testing.T) {
 	browser := chromium(t)
-	inProcessLayout(t)
+	useGraphviz(t)
 	keep := os.Getenv("K8SGUIDE_SCREENSHOTS")
 	for _, c := range pictureTraces {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -92,8 +93,10 @@ func Main(m *testing.M) int {
 	os.Setenv("K8SGUIDE_STATE_DIR", StateDir)
 	// Labs write their kubeconfig context as kind does: into the run's directory, not root's ~/.kube.
 	os.Setenv("KUBECONFIG", filepath.Join(dir, "kubeconfig"))
-	// Compiled datapath objects stay in the run's directory too: the tests leave nothing in ~/.cache.
+	// Compiled datapath objects, and Graphviz's compiled WebAssembly (trace -o html), stay in the run's
+	// directory too: the tests leave nothing in ~/.cache.
 	os.Setenv(datapath.CacheEnv, filepath.Join(dir, "cilium-objects"))
+	os.Setenv(render.GraphvizCacheEnv, filepath.Join(dir, "graphviz"))
 	return m.Run()
 }
 

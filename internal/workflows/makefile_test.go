@@ -91,7 +91,7 @@ func TestK8sguideDoesNotLinkGraphviz(t *testing.T) {
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		if strings.HasPrefix(pkg, "github.com/goccy/go-graphviz") {
-			t.Errorf("k8sguide links %s: lay pictures out through render.Layout (k8sguide-graphviz) instead", pkg)
+			t.Errorf("k8sguide links %s: lay pictures out with render.Layout, which runs k8sguide-graphviz", pkg)
 		}
 	}
 	out, err = exec.Command("go", "list", "-deps", "github.com/k8sguide/k8sguide/cmd/k8sguide-graphviz").CombinedOutput()

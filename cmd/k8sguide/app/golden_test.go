@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/k8sguide/k8sguide/inspect/render"
-	"github.com/k8sguide/k8sguide/inspect/render/graphviz"
+	"github.com/k8sguide/k8sguide/internal/graphviztest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -80,10 +79,8 @@ func goldenCases() []goldenCase {
 // a refactor that changes a byte of any table, wide or JSON rendering fails here; a change on purpose rewrites
 // the files with -update and says so in its commit.
 func TestGolden(t *testing.T) {
-	// Pictures are laid out here, in the test, by the Graphviz k8sguide-graphviz runs (TestGraphvizProgram
-	// checks the program gives the same bytes).
-	defer func(layout func(context.Context, string) ([]byte, error)) { render.Layout = layout }(render.Layout)
-	render.Layout = func(ctx context.Context, dot string) ([]byte, error) { return graphviz.SVG(ctx, []byte(dot)) }
+	// Pictures are laid out by k8sguide-graphviz, built from this tree, as k8sguide runs it.
+	t.Setenv(render.GraphvizEnv, graphviztest.Build(t))
 	// The table views fit a classroom projector's 100 columns (the files pin them at that width).
 	t.Setenv("COLUMNS", "100")
 	for _, c := range goldenCases() {
