@@ -122,7 +122,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or iptables-save, iptables -L -n, nft list ruleset (or -j), ipvsadm -Ln output")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
-	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole), json, svg (the path as a picture), html (picture, table and JSON in one page) or dot (the picture's Graphviz graph)")
+	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole), json, svg, html (a page: picture, table, JSON), dot")
 	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
 	return cmd
