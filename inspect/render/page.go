@@ -71,7 +71,7 @@ summary { cursor: pointer; font-weight: bold; }
 </head>
 <body>
 <h1>{{.Title}}</h1>
-<p class="sub">node {{.Node}}, dataplane {{.Dataplane}} · made by k8sguide trace</p>
+<p class="sub">{{if .Node}}node {{.Node}}, {{end}}dataplane {{.Dataplane}} · made by k8sguide trace</p>
 <figure id="picture">
 {{.SVG}}
 </figure>

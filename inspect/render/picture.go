@@ -288,7 +288,7 @@ func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 		if pod != "" {
 			lines = append(lines, "pod "+pod)
 		} else {
-			lines = append(lines, "endpoint (no pod known)")
+			lines = append(lines, "endpoint (pod not known)")
 		}
 		lines = append(lines, p.Endpoint.Addr())
 		if p.Endpoint.Node != "" {
@@ -403,13 +403,33 @@ func TraceDOT(t *trace.Trace) string {
 		edges = append(edges, edge(last, id, percent(chance), "style=dotted"))
 	}
 
+	// The trace's notes (what a pasted dump lacked and was assumed, live flows that decide instead) go under the
+	// title: a picture must not look surer than the table.
+	label := "<B>" + html.EscapeString(title) + "</B>"
+	const maxNotes = 4
+	for i, n := range t.Notes {
+		if i == maxNotes {
+			label += `<BR ALIGN="LEFT"/>` + html.EscapeString(fmt.Sprintf("(%d more notes in the table)", len(t.Notes)-maxNotes))
+			break
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(Wrap("note: ", "      ", n, 110), "\n"), "\n") {
+			label += `<BR ALIGN="LEFT"/>` + html.EscapeString(l)
+		}
+	}
+	if len(t.Notes) > 0 {
+		label += `<BR ALIGN="LEFT"/>`
+	}
+
 	var out strings.Builder
 	out.WriteString("digraph trace {\n")
-	fmt.Fprintf(&out, "  graph [rankdir=LR, fontname=\"Courier\", fontsize=12, nodesep=0.25, ranksep=0.3, newrank=true, labelloc=t, labeljust=l, label=<%s>];\n", "<B>"+html.EscapeString(title)+"</B>")
+	fmt.Fprintf(&out, "  graph [rankdir=LR, fontname=\"Courier\", fontsize=12, nodesep=0.25, ranksep=0.3, newrank=true, labelloc=t, labeljust=l, label=<%s>];\n", label)
 	out.WriteString("  node [fontname=\"Courier\", fontsize=10, shape=box, style=\"rounded,filled\", margin=\"0.1,0.06\"];\n")
 	out.WriteString("  edge [fontname=\"Courier\", fontsize=9, color=\"#333333\"];\n")
 	fmt.Fprintf(&out, "  %s [label=<%s>, fillcolor=%q, color=%q];\n", src, srcLabel, fillSource, lineSource)
-	nodeTitle := "node " + orDash(t.Node) + " · " + dataplaneTitle(t)
+	nodeTitle := "node " + t.Node + " · " + dataplaneTitle(t)
+	if t.Node == "" {
+		nodeTitle = "the node (its name is not in the input) · " + dataplaneTitle(t)
+	}
 	fmt.Fprintf(&out, "  subgraph cluster_node {\n    label=<%s>; style=rounded; color=%q; bgcolor=%q; fontsize=11;\n",
 		html.EscapeString(nodeTitle), clusterNode, clusterNodeFill)
 	for i, hook := range pb.hooks {
