@@ -12,6 +12,7 @@ import (
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/stages"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -20,7 +21,7 @@ import (
 type flags struct {
 	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
 	LocalAddresses                                               []string
-	Verify, Summary                                              bool
+	Verify, Summary, Explain                                     bool
 }
 
 // NewCommand returns the trace command.
@@ -42,6 +43,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				if _, err := ktrace.ParseDst(f.Dst); err != nil {
 					return fmt.Errorf("--dst %v", err)
 				}
+			}
+			if f.Explain && (format == render.JSON || f.Verify || f.Summary) {
+				return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o json, --verify or --summary")
 			}
 			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From}
 			if f.Snapshot != "" {
@@ -121,6 +125,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole) or json")
 	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
+	fl.BoolVar(&f.Explain, "explain", false, "after the table, a sentence per stage (match, Service, endpoint, DNAT, SNAT, source, reply) in the guide's terms")
 	return cmd
 }
 
@@ -144,7 +149,12 @@ func write(w io.Writer, t *ktrace.Trace, f *flags, format render.Format) error {
 	if format == render.JSON {
 		return render.WriteData(w, render.JSON, t)
 	}
-	return render.Trace(w, t, viewOptions(w, f, format))
+	o := viewOptions(w, f, format)
+	if err := render.Trace(w, t, o); err != nil || !f.Explain {
+		return err
+	}
+	render.Explain(w, o.Width, stages.Of(t))
+	return nil
 }
 
 // viewOptions: the table fits the terminal (render.Width); -o wide prints everything however wide.
