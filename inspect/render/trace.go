@@ -112,6 +112,11 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 			o.bullet(w, n)
 		}
 	}
+	// Where today's rules differ from the guide's (explain.go).
+	if n := GuideNote(t); n != "" {
+		fmt.Fprintln(w)
+		o.line(w, "Guide:", n)
+	}
 	return nil
 }
 

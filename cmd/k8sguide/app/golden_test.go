@@ -59,7 +59,16 @@ func goldenCases() []goldenCase {
 			}
 		}
 	}
+	// --explain: the table, then a sentence per stage in the guide's terms.
+	for _, name := range []string{"iptables-nodeport", "iptables-clusterip-from-pod", "nftables-nodeport", "ipvs-nodeport", "ebpf-nodeport"} {
+		for _, c := range traces {
+			if c.name == name {
+				out = append(out, goldenCase{name + "-explain.table", append(append([]string{"trace"}, c.args...), "--explain")})
+			}
+		}
+	}
 	return append(out,
+		goldenCase{"error-explain-json", []string{"trace", "--snapshot", app + "iptables-worker2.v1.json", "--dst", "172.18.0.4:31758", "--explain", "-o", "json"}},
 		goldenCase{"lb-list.table", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json"}},
 		goldenCase{"lb-list.wide", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json", "-o", "wide"}},
 		goldenCase{"lb-list.json", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json", "-o", "json"}},

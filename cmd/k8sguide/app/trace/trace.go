@@ -13,6 +13,7 @@ import (
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/stages"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -21,7 +22,7 @@ import (
 type flags struct {
 	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
 	LocalAddresses                                               []string
-	Verify, Summary                                              bool
+	Verify, Summary, Explain                                     bool
 }
 
 // NewCommand returns the trace command.
@@ -46,6 +47,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				if _, err := ktrace.ParseDst(f.Dst); err != nil {
 					return fmt.Errorf("--dst %v", err)
 				}
+			}
+			if f.Explain && (format != "table" && format != "wide" || f.Verify || f.Summary) {
+				return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o %s, --verify or --summary", format)
 			}
 			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From}
 			if f.Snapshot != "" {
@@ -125,6 +129,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole), json, svg, html (a page: picture, table, JSON), dot")
 	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
+	fl.BoolVar(&f.Explain, "explain", false, "after the table, a sentence per stage (match, Service, endpoint, DNAT, SNAT, source, reply) in the guide's terms")
 	return cmd
 }
 
@@ -160,7 +165,12 @@ func write(ctx context.Context, w io.Writer, t *ktrace.Trace, f *flags, format r
 	case "html":
 		return render.TraceHTML(ctx, w, t)
 	}
-	return render.Trace(w, t, viewOptions(w, f, format))
+	o := viewOptions(w, f, format)
+	if err := render.Trace(w, t, o); err != nil || !f.Explain {
+		return err
+	}
+	render.Explain(w, o.Width, stages.Of(t))
+	return nil
 }
 
 // viewOptions: the table fits the terminal (render.Width); -o wide prints everything however wide.

@@ -1,0 +1,224 @@
+package stages_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/stages"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+)
+
+// The golden test's snapshots (cmd/k8sguide/app/testdata) and the IPVS VM's, traced in-process as the golden test
+// traces them.
+const (
+	app  = "../../cmd/k8sguide/app/testdata/"
+	ipvs = "../../dataplanes/ipvs/testdata/"
+)
+
+func traceOf(t *testing.T, file, dst, from string) *trace.Trace {
+	t.Helper()
+	s, err := tracer.LoadFile(file, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tracer.Trace(s, tracer.Request{Dst: dst, From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// want is a stage's expected text: Text, then each variant as "label: text" (Stage.All).
+type want map[string][]string
+
+func check(t *testing.T, got []stages.Stage, w want) {
+	t.Helper()
+	var keys []string
+	for _, s := range got {
+		keys = append(keys, s.Key)
+		if s.Title == "" || s.Guide == "" {
+			t.Errorf("stage %s: title %q, guide %q: want both", s.Key, s.Title, s.Guide)
+		}
+	}
+	if strings.Join(keys, " ") != strings.Join(stages.Keys, " ") {
+		t.Errorf("stages %v, want %v", keys, stages.Keys)
+	}
+	for key, lines := range w {
+		s := stages.Find(got, key)
+		if g := strings.Join(s.All(), "\n"); g != strings.Join(lines, "\n") {
+			t.Errorf("stage %s:\n got %s\nwant %s", key, strings.ReplaceAll(g, "\n", "\n     "), strings.Join(lines, "\n     "))
+		}
+	}
+}
+
+func TestIPTablesNodePort(t *testing.T) {
+	got := stages.Of(traceOf(t, app+"iptables-worker2.v1.json", "172.18.0.4:31758", "client"))
+	check(t, got, want{
+		stages.Match:   {"KUBE-SERVICES rule 2 (addrtype LOCAL) → KUBE-NODEPORTS; KUBE-NODEPORTS rule 2 (--dport 31758) → KUBE-EXT-LOLE4ISW44XBNF3G"},
+		stages.Service: {"default/web:80: KUBE-EXT-LOLE4ISW44XBNF3G rule 2 → KUBE-SVC-LOLE4ISW44XBNF3G"},
+		stages.Choice: {
+			"KUBE-SVC-LOLE4ISW44XBNF3G: statistic --mode random cascade, rule 2 0.33333333349, rule 3 0.50000000000, rule 4 the rest",
+			"pod on another node (10.244.1.2:80): rule 2 → KUBE-SEP-MQ4W7Q2CV67URU6Q (33.33%)",
+			"pod on another node (10.244.1.3:80): rule 3 → KUBE-SEP-MHDQ23KUGG7EGFMW (33.33%)",
+			"pod on this node (10.244.2.2:80): rule 4 → KUBE-SEP-QHWUG6SOC7OJ2BZK (33.33%)",
+		},
+		stages.DNAT: {
+			"pod on another node (10.244.1.2:80): KUBE-SEP-MQ4W7Q2CV67URU6Q rule 2: dnat to 10.244.1.2:80",
+			"pod on another node (10.244.1.3:80): KUBE-SEP-MHDQ23KUGG7EGFMW rule 2: dnat to 10.244.1.3:80",
+			"pod on this node (10.244.2.2:80): KUBE-SEP-QHWUG6SOC7OJ2BZK rule 2: dnat to 10.244.2.2:80",
+		},
+		// The remote pods are masqueraded to the node's address, the local one to the bridge's: not flattened.
+		stages.SNAT: {
+			"mark 0x4000: KUBE-EXT-LOLE4ISW44XBNF3G rule 1 → KUBE-MARK-MASQ",
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): KUBE-POSTROUTING rule 3: masquerade to 172.18.0.4",
+			"pod on this node (10.244.2.2:80): KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
+		},
+		stages.Source: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 172.18.0.4",
+			"pod on this node (10.244.2.2:80): 10.244.2.1",
+		},
+		stages.Reply: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): the pod answers 172.18.0.4:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
+			"pod on this node (10.244.2.2:80): the pod answers 10.244.2.1:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
+		},
+	})
+	// The hops a stage names are the trace's: the NodePort rule is a hop every path shares.
+	m := stages.Find(got, stages.Match)
+	if len(m.Hops) != 2 || m.Hops[1].Path != 0 || m.Hops[1].At != "nat/KUBE-NODEPORTS rule 2" {
+		t.Errorf("match stage's hops: %+v", m.Hops)
+	}
+	if s := stages.Find(got, stages.SNAT); !strings.Contains(s.Guide, "KUBE-EXT") {
+		t.Errorf("SNAT's guide sentence does not say the mark moved to KUBE-EXT: %q", s.Guide)
+	}
+}
+
+func TestIPTablesClusterIPFromPod(t *testing.T) {
+	got := stages.Of(traceOf(t, app+"iptables-worker2.v1.json", "10.96.99.110:80", "pod/web-6b4fbbd7c4-97h9q"))
+	check(t, got, want{
+		stages.Match:   {"KUBE-SERVICES rule 1 (-d 10.96.99.110/32, --dport 80) → KUBE-SVC-LOLE4ISW44XBNF3G"},
+		stages.Service: {"default/web:80: KUBE-SERVICES rule 1 → KUBE-SVC-LOLE4ISW44XBNF3G"},
+		// Only the hairpin (the pod reaching itself) is masqueraded, marked in its KUBE-SEP chain.
+		stages.SNAT: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): none: KUBE-POSTROUTING rule 1 returns (no mark 0x4000)",
+			"pod on this node (10.244.2.2:80): mark 0x4000: KUBE-SEP-QHWUG6SOC7OJ2BZK rule 1 → KUBE-MARK-MASQ; KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
+		},
+		stages.Source: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 10.244.2.2 (the sender's own)",
+			"pod on this node (10.244.2.2:80): 10.244.2.1",
+		},
+	})
+	if s := stages.Find(got, stages.Service); strings.Contains(s.Guide, "KUBE-EXT") {
+		t.Errorf("a ClusterIP trace has no KUBE-EXT hop, yet the guide sentence names it: %q", s.Guide)
+	}
+}
+
+func TestNFTablesNodePort(t *testing.T) {
+	check(t, stages.Of(traceOf(t, app+"nftables-worker2.v1.json", "172.18.0.4:30666", "client")), want{
+		stages.Match:   {"services rule 3 (fib daddr type local, @service-nodeports map) → external-PFISGYVC-default/web/tcp/"},
+		stages.Service: {"default/web:80: external-PFISGYVC-default/web/tcp/ rule 2 → service-PFISGYVC-default/web/tcp/"},
+		stages.Choice: {
+			"service-PFISGYVC-default/web/tcp/ rule 1: numgen random mod 3 map",
+			"pod on another node (10.244.1.2:80): gave 0 → 10.244.1.2:80 (33.33%)",
+			"pod on another node (10.244.1.3:80): gave 1 → 10.244.1.3:80 (33.33%)",
+			"pod on this node (10.244.2.2:80): gave 2 → 10.244.2.2:80 (33.33%)",
+		},
+		stages.DNAT: {
+			"service-PFISGYVC-default/web/tcp/ rule 1:",
+			"pod on another node (10.244.1.2:80): dnat to 10.244.1.2:80",
+			"pod on another node (10.244.1.3:80): dnat to 10.244.1.3:80",
+			"pod on this node (10.244.2.2:80): dnat to 10.244.2.2:80",
+		},
+		stages.SNAT: {
+			"mark 0x4000: external-PFISGYVC-default/web/tcp/ rule 1",
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): masquerading rule 1: masquerade to 172.18.0.4",
+			"pod on this node (10.244.2.2:80): masquerading rule 1: masquerade to 10.244.2.1",
+		},
+		stages.Source: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 172.18.0.4",
+			"pod on this node (10.244.2.2:80): 10.244.2.1",
+		},
+	})
+}
+
+func TestNFTablesClusterIPFromPod(t *testing.T) {
+	check(t, stages.Of(traceOf(t, app+"nftables-worker2.v1.json", "10.96.98.206:80", "pod/web-6b4fbbd7c4-vdgm8")), want{
+		stages.Match:   {"services rule 2 (@service-ips map) → service-PFISGYVC-default/web/tcp/"},
+		stages.Service: {"default/web:80: services rule 2 → service-PFISGYVC-default/web/tcp/"},
+		stages.SNAT: {
+			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): none: no POSTROUTING rule masquerades",
+			"pod on this node (10.244.2.2:80): masquerading rule 2: masquerade to 10.244.2.1",
+		},
+	})
+}
+
+func TestIPVSNodePort(t *testing.T) {
+	check(t, stages.Of(traceOf(t, ipvs+"vm-snapshot-traced.json", "172.18.0.2:30080", "client")), want{
+		stages.Match:   {"KUBE-SERVICES rule 3 (addrtype LOCAL) → KUBE-NODE-PORT; KUBE-NODE-PORT rule 1 (ipset KUBE-NODE-PORT-TCP) → KUBE-MARK-MASQ"},
+		stages.Service: {"default/web:http: IPVS virtual server TCP 172.18.0.2:30080 rr"},
+		stages.Choice: {
+			"IPVS scheduler rr (round robin: every 3rd new connection, in list order)",
+			"pod on this node (10.244.0.4:8080): turn 1 → real server 10.244.0.4:8080 (33.33%)",
+			"pod on this node (10.244.0.3:8080): turn 2 → real server 10.244.0.3:8080 (33.33%)",
+			"pod on this node (10.244.0.2:8080): turn 3 → real server 10.244.0.2:8080 (33.33%)",
+		},
+		stages.DNAT: {
+			"pod on this node (10.244.0.4:8080): IPVS real server 10.244.0.4:8080 Masq: dnat to 10.244.0.4:8080",
+			"pod on this node (10.244.0.3:8080): IPVS real server 10.244.0.3:8080 Masq: dnat to 10.244.0.3:8080",
+			"pod on this node (10.244.0.2:8080): IPVS real server 10.244.0.2:8080 Masq: dnat to 10.244.0.2:8080",
+		},
+		stages.SNAT:   {"mark 0x4000: KUBE-NODE-PORT rule 1 → KUBE-MARK-MASQ; KUBE-POSTROUTING rule 4: masquerade to 10.244.0.1"},
+		stages.Source: {"10.244.0.1"},
+		stages.Reply:  {"the pod answers 10.244.0.1:PORT'; conntrack, then IPVS's connection entry turns it into 172.18.0.2:30080 → 172.18.0.1:PORT"},
+	})
+}
+
+func TestEBPFNodePort(t *testing.T) {
+	check(t, stages.Of(traceOf(t, app+"ebpf-worker2.v1.json", "172.18.0.4:30464", "client")), want{
+		stages.Match:   {"cilium_lb4_services_v2 lookup (nodeport_lb4 → lb4_lookup_service): 172.18.0.4:30464/TCP [NodePort]"},
+		stages.Service: {"default/web:80: slot 0 of cilium_lb4_services_v2: 3 backends, rev-NAT 3"},
+		stages.Choice: {
+			"lb4_select_backend_id_random: slot = get_prandom_u32() % 3 + 1",
+			"pod on another node (10.244.1.2:80): slot 1 → backend 1 (33.33%)",
+			"pod on another node (10.244.1.3:80): slot 2 → backend 2 (33.33%)",
+			"pod on this node (10.244.2.2:80): slot 3 → backend 3 (33.33%)",
+		},
+		stages.DNAT: {
+			"lb4_lookup_backend → lb4_dnat_request → lb4_xlate (cilium_lb4_backends_v3):",
+			"pod on another node (10.244.1.2:80): dnat to 10.244.1.2:80",
+			"pod on another node (10.244.1.3:80): dnat to 10.244.1.3:80",
+			"pod on this node (10.244.2.2:80): dnat to 10.244.2.2:80",
+		},
+		stages.SNAT:   {"tail_nodeport_nat_egress_ipv4 (cilium_snat_v4_external): masquerade to 172.18.0.4"},
+		stages.Source: {"172.18.0.4"},
+		stages.Reply:  {"the pod answers 172.18.0.4:PORT'; cilium_snat_v4_external, then cilium_lb4_reverse_nat[3] turns it into 172.18.0.4:30464 → 172.18.0.1:PORT"},
+	})
+}
+
+// This snapshot predates the lab's Cilium endpoints: its pods' packets meet bpf_host on cni0, whose frontend
+// lookup drops a ClusterIP. Every stage after the drop says none, and why; none guesses.
+func TestEBPFClusterIPFromPodDropped(t *testing.T) {
+	drop := "none: dropped by cilium_lb4_services_v2 (nodeport_lb4 → lb4_lookup_service)"
+	check(t, stages.Of(traceOf(t, app+"ebpf-worker2.v1.json", "10.96.197.157:80", "pod/web-6b4fbbd7c4-dr8jk")), want{
+		stages.Match:   {"cilium_lb4_services_v2 lookup (nodeport_lb4 → lb4_lookup_service): 10.96.197.157:80/TCP: drop (DROP_IS_CLUSTER_IP)"},
+		stages.Service: {drop}, stages.Choice: {drop}, stages.DNAT: {drop}, stages.SNAT: {drop}, stages.Source: {drop}, stages.Reply: {drop},
+	})
+}
+
+// A trace that lacks the hops a stage needs (a pasted ipvsadm -Ln: the IPVS table, no iptables rules) says the
+// stage is not known, rather than what kube-proxy usually does.
+func TestPastedIPVSAdmLacksRules(t *testing.T) {
+	s, err := tracer.LoadFile(ipvs+"vm-ipvsadm-Ln.txt", nil, []netip.Addr{netip.MustParseAddr("172.18.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tracer.Trace(s, tracer.Request{Dst: "172.18.0.2:30080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, stages.Of(tr), want{
+		stages.Match: {stages.Unknown},
+		stages.SNAT:  {stages.Unknown},
+	})
+}
