@@ -68,7 +68,8 @@ type Stage struct {
 type Variant struct {
 	// Paths are the trace's paths (1-based, as the trace table numbers them) that do this.
 	Paths []int `json:"paths"`
-	// Label names those paths for a reader: "pod on this node", "pods on other nodes", or their endpoints.
+	// Label names those paths for a reader: their endpoints, and where their pods run when the trace knows it
+	// ("10.244.2.2:80 (this node)", "10.244.1.2:80, 10.244.1.3:80 (other nodes)").
 	Label string `json:"label"`
 	Text  string `json:"text"`
 }
@@ -285,19 +286,20 @@ func (r *reader) label(paths []int) string {
 			remote++
 		}
 	}
+	list := strings.Join(eps, ", ")
 	switch {
 	case unknown > 0:
-		return strings.Join(eps, ", ")
+		return list
 	case remote == 0 && local == 1:
-		return "pod on this node (" + strings.Join(eps, ", ") + ")"
+		return list + " (this node)"
 	case remote == 0:
-		return "pods on this node (" + strings.Join(eps, ", ") + ")"
+		return list + " (this node's pods)"
 	case local == 0 && remote == 1:
-		return "pod on another node (" + strings.Join(eps, ", ") + ")"
+		return list + " (other node)"
 	case local == 0:
-		return "pods on other nodes (" + strings.Join(eps, ", ") + ")"
+		return list + " (other nodes)"
 	}
-	return strings.Join(eps, ", ")
+	return list
 }
 
 // fallback is a stage's text on a path where no hop did it: none when the path shows it cannot have happened

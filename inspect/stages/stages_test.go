@@ -60,28 +60,28 @@ func TestIPTablesNodePort(t *testing.T) {
 		stages.Service: {"default/web:80: KUBE-EXT-LOLE4ISW44XBNF3G rule 2 → KUBE-SVC-LOLE4ISW44XBNF3G"},
 		stages.Choice: {
 			"KUBE-SVC-LOLE4ISW44XBNF3G: statistic --mode random cascade, rule 2 0.33333333349, rule 3 0.50000000000, rule 4 the rest",
-			"pod on another node (10.244.1.2:80): rule 2 → KUBE-SEP-MQ4W7Q2CV67URU6Q (33.33%)",
-			"pod on another node (10.244.1.3:80): rule 3 → KUBE-SEP-MHDQ23KUGG7EGFMW (33.33%)",
-			"pod on this node (10.244.2.2:80): rule 4 → KUBE-SEP-QHWUG6SOC7OJ2BZK (33.33%)",
+			"10.244.1.2:80 (other node): rule 2 → KUBE-SEP-MQ4W7Q2CV67URU6Q (33.33%)",
+			"10.244.1.3:80 (other node): rule 3 → KUBE-SEP-MHDQ23KUGG7EGFMW (33.33%)",
+			"10.244.2.2:80 (this node): rule 4 → KUBE-SEP-QHWUG6SOC7OJ2BZK (33.33%)",
 		},
 		stages.DNAT: {
-			"pod on another node (10.244.1.2:80): KUBE-SEP-MQ4W7Q2CV67URU6Q rule 2: dnat to 10.244.1.2:80",
-			"pod on another node (10.244.1.3:80): KUBE-SEP-MHDQ23KUGG7EGFMW rule 2: dnat to 10.244.1.3:80",
-			"pod on this node (10.244.2.2:80): KUBE-SEP-QHWUG6SOC7OJ2BZK rule 2: dnat to 10.244.2.2:80",
+			"10.244.1.2:80 (other node): KUBE-SEP-MQ4W7Q2CV67URU6Q rule 2: dnat to 10.244.1.2:80",
+			"10.244.1.3:80 (other node): KUBE-SEP-MHDQ23KUGG7EGFMW rule 2: dnat to 10.244.1.3:80",
+			"10.244.2.2:80 (this node): KUBE-SEP-QHWUG6SOC7OJ2BZK rule 2: dnat to 10.244.2.2:80",
 		},
 		// The remote pods are masqueraded to the node's address, the local one to the bridge's: not flattened.
 		stages.SNAT: {
 			"mark 0x4000: KUBE-EXT-LOLE4ISW44XBNF3G rule 1 → KUBE-MARK-MASQ",
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): KUBE-POSTROUTING rule 3: masquerade to 172.18.0.4",
-			"pod on this node (10.244.2.2:80): KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): KUBE-POSTROUTING rule 3: masquerade to 172.18.0.4",
+			"10.244.2.2:80 (this node): KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
 		},
 		stages.Source: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 172.18.0.4",
-			"pod on this node (10.244.2.2:80): 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): 172.18.0.4",
+			"10.244.2.2:80 (this node): 10.244.2.1",
 		},
 		stages.Reply: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): the pod answers 172.18.0.4:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
-			"pod on this node (10.244.2.2:80): the pod answers 10.244.2.1:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): the pod answers 172.18.0.4:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
+			"10.244.2.2:80 (this node): the pod answers 10.244.2.1:PORT'; conntrack turns it into 172.18.0.4:31758 → 172.18.0.1:PORT",
 		},
 	})
 	// The hops a stage names are the trace's: the NodePort rule is a hop every path shares.
@@ -101,12 +101,12 @@ func TestIPTablesClusterIPFromPod(t *testing.T) {
 		stages.Service: {"default/web:80: KUBE-SERVICES rule 1 → KUBE-SVC-LOLE4ISW44XBNF3G"},
 		// Only the hairpin (the pod reaching itself) is masqueraded, marked in its KUBE-SEP chain.
 		stages.SNAT: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): none: KUBE-POSTROUTING rule 1 returns (no mark 0x4000)",
-			"pod on this node (10.244.2.2:80): mark 0x4000: KUBE-SEP-QHWUG6SOC7OJ2BZK rule 1 → KUBE-MARK-MASQ; KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): none: KUBE-POSTROUTING rule 1 returns (no mark 0x4000)",
+			"10.244.2.2:80 (this node): mark 0x4000: KUBE-SEP-QHWUG6SOC7OJ2BZK rule 1 → KUBE-MARK-MASQ; KUBE-POSTROUTING rule 3: masquerade to 10.244.2.1",
 		},
 		stages.Source: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 10.244.2.2 (the sender's own)",
-			"pod on this node (10.244.2.2:80): 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): 10.244.2.2 (the sender's own)",
+			"10.244.2.2:80 (this node): 10.244.2.1",
 		},
 	})
 	if s := stages.Find(got, stages.Service); strings.Contains(s.Guide, "KUBE-EXT") {
@@ -120,24 +120,24 @@ func TestNFTablesNodePort(t *testing.T) {
 		stages.Service: {"default/web:80: external-PFISGYVC-default/web/tcp/ rule 2 → service-PFISGYVC-default/web/tcp/"},
 		stages.Choice: {
 			"service-PFISGYVC-default/web/tcp/ rule 1: numgen random mod 3 map",
-			"pod on another node (10.244.1.2:80): gave 0 → 10.244.1.2:80 (33.33%)",
-			"pod on another node (10.244.1.3:80): gave 1 → 10.244.1.3:80 (33.33%)",
-			"pod on this node (10.244.2.2:80): gave 2 → 10.244.2.2:80 (33.33%)",
+			"10.244.1.2:80 (other node): gave 0 → 10.244.1.2:80 (33.33%)",
+			"10.244.1.3:80 (other node): gave 1 → 10.244.1.3:80 (33.33%)",
+			"10.244.2.2:80 (this node): gave 2 → 10.244.2.2:80 (33.33%)",
 		},
 		stages.DNAT: {
 			"service-PFISGYVC-default/web/tcp/ rule 1:",
-			"pod on another node (10.244.1.2:80): dnat to 10.244.1.2:80",
-			"pod on another node (10.244.1.3:80): dnat to 10.244.1.3:80",
-			"pod on this node (10.244.2.2:80): dnat to 10.244.2.2:80",
+			"10.244.1.2:80 (other node): dnat to 10.244.1.2:80",
+			"10.244.1.3:80 (other node): dnat to 10.244.1.3:80",
+			"10.244.2.2:80 (this node): dnat to 10.244.2.2:80",
 		},
 		stages.SNAT: {
 			"mark 0x4000: external-PFISGYVC-default/web/tcp/ rule 1",
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): masquerading rule 1: masquerade to 172.18.0.4",
-			"pod on this node (10.244.2.2:80): masquerading rule 1: masquerade to 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): masquerading rule 1: masquerade to 172.18.0.4",
+			"10.244.2.2:80 (this node): masquerading rule 1: masquerade to 10.244.2.1",
 		},
 		stages.Source: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): 172.18.0.4",
-			"pod on this node (10.244.2.2:80): 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): 172.18.0.4",
+			"10.244.2.2:80 (this node): 10.244.2.1",
 		},
 	})
 }
@@ -147,8 +147,8 @@ func TestNFTablesClusterIPFromPod(t *testing.T) {
 		stages.Match:   {"services rule 2 (@service-ips map) → service-PFISGYVC-default/web/tcp/"},
 		stages.Service: {"default/web:80: services rule 2 → service-PFISGYVC-default/web/tcp/"},
 		stages.SNAT: {
-			"pods on other nodes (10.244.1.2:80, 10.244.1.3:80): none: no POSTROUTING rule masquerades",
-			"pod on this node (10.244.2.2:80): masquerading rule 2: masquerade to 10.244.2.1",
+			"10.244.1.2:80, 10.244.1.3:80 (other nodes): none: no POSTROUTING rule masquerades",
+			"10.244.2.2:80 (this node): masquerading rule 2: masquerade to 10.244.2.1",
 		},
 	})
 }
@@ -159,14 +159,14 @@ func TestIPVSNodePort(t *testing.T) {
 		stages.Service: {"default/web:http: IPVS virtual server TCP 172.18.0.2:30080 rr"},
 		stages.Choice: {
 			"IPVS scheduler rr (round robin: every 3rd new connection, in list order)",
-			"pod on this node (10.244.0.4:8080): turn 1 → real server 10.244.0.4:8080 (33.33%)",
-			"pod on this node (10.244.0.3:8080): turn 2 → real server 10.244.0.3:8080 (33.33%)",
-			"pod on this node (10.244.0.2:8080): turn 3 → real server 10.244.0.2:8080 (33.33%)",
+			"10.244.0.4:8080 (this node): turn 1 → real server 10.244.0.4:8080 (33.33%)",
+			"10.244.0.3:8080 (this node): turn 2 → real server 10.244.0.3:8080 (33.33%)",
+			"10.244.0.2:8080 (this node): turn 3 → real server 10.244.0.2:8080 (33.33%)",
 		},
 		stages.DNAT: {
-			"pod on this node (10.244.0.4:8080): IPVS real server 10.244.0.4:8080 Masq: dnat to 10.244.0.4:8080",
-			"pod on this node (10.244.0.3:8080): IPVS real server 10.244.0.3:8080 Masq: dnat to 10.244.0.3:8080",
-			"pod on this node (10.244.0.2:8080): IPVS real server 10.244.0.2:8080 Masq: dnat to 10.244.0.2:8080",
+			"10.244.0.4:8080 (this node): IPVS real server 10.244.0.4:8080 Masq: dnat to 10.244.0.4:8080",
+			"10.244.0.3:8080 (this node): IPVS real server 10.244.0.3:8080 Masq: dnat to 10.244.0.3:8080",
+			"10.244.0.2:8080 (this node): IPVS real server 10.244.0.2:8080 Masq: dnat to 10.244.0.2:8080",
 		},
 		stages.SNAT:   {"mark 0x4000: KUBE-NODE-PORT rule 1 → KUBE-MARK-MASQ; KUBE-POSTROUTING rule 4: masquerade to 10.244.0.1"},
 		stages.Source: {"10.244.0.1"},
@@ -180,15 +180,15 @@ func TestEBPFNodePort(t *testing.T) {
 		stages.Service: {"default/web:80: slot 0 of cilium_lb4_services_v2: 3 backends, rev-NAT 3"},
 		stages.Choice: {
 			"lb4_select_backend_id_random: slot = get_prandom_u32() % 3 + 1",
-			"pod on another node (10.244.1.2:80): slot 1 → backend 1 (33.33%)",
-			"pod on another node (10.244.1.3:80): slot 2 → backend 2 (33.33%)",
-			"pod on this node (10.244.2.2:80): slot 3 → backend 3 (33.33%)",
+			"10.244.1.2:80 (other node): slot 1 → backend 1 (33.33%)",
+			"10.244.1.3:80 (other node): slot 2 → backend 2 (33.33%)",
+			"10.244.2.2:80 (this node): slot 3 → backend 3 (33.33%)",
 		},
 		stages.DNAT: {
 			"lb4_lookup_backend → lb4_dnat_request → lb4_xlate (cilium_lb4_backends_v3):",
-			"pod on another node (10.244.1.2:80): dnat to 10.244.1.2:80",
-			"pod on another node (10.244.1.3:80): dnat to 10.244.1.3:80",
-			"pod on this node (10.244.2.2:80): dnat to 10.244.2.2:80",
+			"10.244.1.2:80 (other node): dnat to 10.244.1.2:80",
+			"10.244.1.3:80 (other node): dnat to 10.244.1.3:80",
+			"10.244.2.2:80 (this node): dnat to 10.244.2.2:80",
 		},
 		stages.SNAT:   {"tail_nodeport_nat_egress_ipv4 (cilium_snat_v4_external): masquerade to 172.18.0.4"},
 		stages.Source: {"172.18.0.4"},

@@ -214,7 +214,7 @@ func fitted(args []string) bool {
 		}
 	}
 	switch args[0] {
-	case "up", "get", "nodeport", "trace":
+	case "up", "get", "nodeport", "trace", "compare":
 		return true
 	case "lb":
 		return len(args) > 1 && args[1] == "list"

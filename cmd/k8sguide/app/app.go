@@ -13,6 +13,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scenario"
 
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/compare"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/connect"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		kubectl.NewCommand(streams),
 		snapshot.NewCommand(streams),
 		tracecmd.NewCommand(streams),
+		compare.NewCommand(streams),
 		lb.NewCommand(streams),
 		internal.NewCommand(streams),
 	)

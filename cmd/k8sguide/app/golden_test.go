@@ -67,6 +67,19 @@ func goldenCases() []goldenCase {
 			}
 		}
 	}
+	// compare: the same packet through each engine's snapshot, aligned by stage.
+	snaps := []string{"--snapshot", app + "iptables-worker2.v1.json", "--snapshot", app + "nftables-worker2.v1.json",
+		"--snapshot", app + "ebpf-worker2.v1.json", "--snapshot", ipvs + "vm-snapshot-traced.json"}
+	for _, format := range []string{"table", "json", "html"} {
+		out = append(out, goldenCase{"compare-nodeport." + format, append(append([]string{"compare"}, snaps...), "--service", "web", "-o", format)})
+	}
+	out = append(out,
+		goldenCase{"compare-clusterip-from-pod.table", append(append([]string{"compare"}, snaps[:6]...), "--service", "web", "--cluster-ip", "--from", "pod/web")},
+		goldenCase{"error-compare-unknown-dataplane", []string{"compare", "--dataplanes", "iptables,bogus", "--service", "web"}},
+		goldenCase{"error-compare-mixed-sources", []string{"compare", "--snapshot", app + "iptables-worker2.v1.json", "--name", "lab1", "--service", "web"}},
+		goldenCase{"error-compare-bad-dst", []string{"compare", "--snapshot", app + "iptables-worker2.v1.json", "--snapshot", app + "nftables-worker2.v1.json", "--dst", "172.18.0.4"}},
+		goldenCase{"error-compare-dst-differs", []string{"compare", "--snapshot", app + "iptables-worker2.v1.json", "--snapshot", app + "nftables-worker2.v1.json", "--dst", "172.18.0.4:31758"}},
+	)
 	return append(out,
 		goldenCase{"error-explain-json", []string{"trace", "--snapshot", app + "iptables-worker2.v1.json", "--dst", "172.18.0.4:31758", "--explain", "-o", "json"}},
 		goldenCase{"lb-list.table", []string{"lb", "list", "--snapshot", app + "ebpf-worker2.v1.json"}},
@@ -96,7 +109,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			status := Run(c.args, strings.NewReader(""), &stdout, &stderr)
-			if strings.HasSuffix(c.name, ".table") && c.args[0] == "trace" || c.name == "lb-list.table" {
+			if strings.HasSuffix(c.name, ".table") && (c.args[0] == "trace" || c.args[0] == "compare") || c.name == "lb-list.table" {
 				for line := range strings.Lines(stdout.String()) {
 					if w := render.TextWidth(strings.TrimSuffix(line, "\n")); w > 100 {
 						t.Errorf("a line of %d columns with COLUMNS=100: %q", w, line)

@@ -1,0 +1,414 @@
+// Package compare implements `k8sguide compare`.
+package compare
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/stages"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
+	"github.com/k8sguide/k8sguide/lab/workload"
+	"github.com/k8sguide/k8sguide/scenarios"
+)
+
+type flags struct {
+	Names, Snapshots    []string
+	Dataplanes          string
+	Dst, Service, From  string
+	Node, Proto, Output string
+	ClusterIP           bool
+}
+
+// NewCommand returns the compare command.
+func NewCommand(streams lab.Streams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "compare (--name LAB ... | --snapshot FILE ... | --dataplanes DP,DP,...) (--service NAME | --dst IP:PORT)",
+		Short: "One packet through several dataplanes side by side, stage by stage: match, Service, endpoint choice, DNAT, SNAT, source seen, reply",
+		Example: "  k8sguide compare --name cmp-ipt --name cmp-nft --name cmp-ebp --service web\n" +
+			"  k8sguide compare --name cmp-ipt --name cmp-nft --service web --cluster-ip --from pod/web\n" +
+			"  k8sguide compare --dataplanes iptables,nftables,ebpf --service web -o html > compare.html",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runE(cmd, f, streams)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.Names, "name", nil, "a running lab, one per dataplane (repeat the flag)")
+	fl.StringArrayVar(&f.Snapshots, "snapshot", nil, "a snapshot `FILE` (k8sguide snapshot), one per dataplane (repeat the flag): offline")
+	fl.StringVar(&f.Dataplanes, "dataplanes", "", "build a short-lived netns lab per dataplane (e.g. iptables,nftables,ebpf), deploy web, expose it, trace, and remove the labs")
+	fl.StringVar(&f.Service, "service", "", "the Service ([NAMESPACE/]NAME[:PORT]) whose NodePort (or, with --cluster-ip, ClusterIP) each source is asked about")
+	fl.BoolVar(&f.ClusterIP, "cluster-ip", false, "with --service: its ClusterIP and port instead of the node's NodePort")
+	fl.StringVar(&f.Dst, "dst", "", "instead of --service: the destination IP:PORT (the same in every source)")
+	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME (NAME: a pod, or a Deployment, whose pod on the node is taken)")
+	fl.StringVar(&f.Node, "node", "", "the node whose rules the packet meets, in each lab (e.g. worker2; default: the pod's node, else the lab's last node)")
+	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
+	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), json or html (a self-contained page)")
+	return cmd
+}
+
+// source is one column's origin: a running lab, a snapshot file, or a lab this command builds.
+type source struct {
+	label string // "lab NAME", "snapshot FILE"
+	lab   string // the lab's name ("" for a snapshot)
+	file  string
+}
+
+func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
+	format, err := render.ParseFormat(f.Output, render.Table, render.JSON, "html")
+	if err != nil {
+		return err
+	}
+	given := 0
+	for _, set := range []bool{len(f.Names) > 0, len(f.Snapshots) > 0, f.Dataplanes != ""} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return fmt.Errorf("say what to compare with one of --name LAB (repeated), --snapshot FILE (repeated) or --dataplanes DP,DP,...; they do not mix")
+	}
+	switch {
+	case f.Service == "" && f.Dst == "":
+		return fmt.Errorf("--service NAME or --dst IP:PORT is required")
+	case f.Service != "" && f.Dst != "":
+		return fmt.Errorf("--service and --dst both say where the packet goes: give one")
+	case f.ClusterIP && f.Service == "":
+		return fmt.Errorf("--cluster-ip goes with --service")
+	}
+	if f.Dst != "" {
+		if _, err := ktrace.ParseDst(f.Dst); err != nil {
+			return fmt.Errorf("--dst %v", err)
+		}
+	}
+	if f.From != "client" && f.From != "node" {
+		if _, _, ok := lab.PodRef(f.From); !ok {
+			return fmt.Errorf("--from %q: want client, node or pod/NAME", f.From)
+		}
+	}
+	if f.Proto != "tcp" && f.Proto != "udp" {
+		return fmt.Errorf("--proto %q: want tcp or udp", f.Proto)
+	}
+	if len(f.Snapshots) > 0 && f.Node != "" {
+		return fmt.Errorf("--node picks a lab's node; a snapshot is of one node already")
+	}
+	var sources []source
+	for _, s := range f.Snapshots {
+		sources = append(sources, source{label: "snapshot " + s, file: s})
+	}
+	for _, n := range f.Names {
+		sources = append(sources, source{label: "lab " + n, lab: n})
+	}
+	ctx := cmd.Context()
+	if f.Dataplanes != "" {
+		var ds []dataplanes.Name
+		for _, s := range strings.Split(f.Dataplanes, ",") {
+			d, err := dataplanes.Parse(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("--dataplanes: %w", err)
+			}
+			ds = append(ds, d)
+		}
+		labs, cleanup, err := shortLived(ctx, ds, streams.Err)
+		// Removed whatever happens next: success, failure, Ctrl-C (the context is cancelled; removal is not).
+		defer cleanup()
+		if err != nil {
+			return err
+		}
+		for _, n := range labs {
+			sources = append(sources, source{label: "lab " + n, lab: n})
+		}
+	}
+	q := stages.Question{Service: f.Service, ClusterIP: f.ClusterIP, Dst: f.Dst, From: f.From, Node: f.Node}
+	var cols []stages.Column
+	for _, src := range sources {
+		t, err := traceOf(ctx, src, f, streams.In)
+		if err != nil {
+			return fmt.Errorf("%s: %w", src.label, err)
+		}
+		cols = append(cols, stages.NewColumn(src.label, t))
+	}
+	if f.Dst != "" && len(cols) > 1 {
+		if err := sameService(f.Dst, cols); err != nil {
+			return err
+		}
+	}
+	c := stages.Compare(q, cols)
+	switch format {
+	case render.JSON:
+		return render.WriteData(streams.Out, render.JSON, c)
+	case "html":
+		return render.CompareHTML(streams.Out, c)
+	}
+	return render.CompareTable(streams.Out, render.Width(streams.Out), c)
+}
+
+// sameService checks that --dst is the same packet everywhere: NodePorts and node addresses are each lab's own,
+// so one lab's IP:PORT is most often nothing, or another Service, in the next.
+func sameService(dst string, cols []stages.Column) error {
+	same := true
+	var each []string
+	for _, c := range cols {
+		what := c.Service
+		if what == "" {
+			what = "no Service, " + c.Verdict
+		}
+		same = same && c.Service != "" && c.Service == cols[0].Service
+		each = append(each, c.Source+": "+what)
+	}
+	if same {
+		return nil
+	}
+	return fmt.Errorf("--dst %s is not the same packet in every source (%s): each lab has its own node addresses and NodePorts; use --service NAME to take each one's own",
+		dst, strings.Join(each, "; "))
+}
+
+// traceOf traces the packet in one source.
+func traceOf(ctx context.Context, src source, f *flags, in io.Reader) (*ktrace.Trace, error) {
+	var s *snapshot.Snapshot
+	if src.file != "" {
+		var err error
+		if s, err = tracer.LoadFile(src.file, in, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		p, err := providers.ForLab(src.lab)
+		if err != nil {
+			return nil, err
+		}
+		node, err := labNode(ctx, p, src.lab, f)
+		if err != nil {
+			return nil, err
+		}
+		if s, err = live.Snapshot(ctx, p, src.lab, node); err != nil {
+			return nil, err
+		}
+	}
+	req, err := request(s, f)
+	if err != nil {
+		return nil, err
+	}
+	return tracer.Trace(s, req)
+}
+
+// labNode is the node whose rules the packet meets in a lab: --node (full or short name); else a pod's own node;
+// else the lab's last node (a worker, the one the guide's examples use).
+func labNode(ctx context.Context, p lab.Provider, name string, f *flags) (string, error) {
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if f.Node != "" {
+		node, err := lab.ResolveNode(st.NodeNames(), name, f.Node)
+		if err != nil {
+			return "", fmt.Errorf("--node: %w", err)
+		}
+		return node, nil
+	}
+	if _, _, isPod := lab.PodRef(f.From); isPod {
+		w, err := p.Workloads(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		pods, err := w.Pods(ctx)
+		if err != nil {
+			return "", err
+		}
+		pod, err := pickPod(namesOf(pods), f.From, "")
+		if err != nil {
+			return "", err
+		}
+		return pod.Node, nil
+	}
+	if len(st.Nodes) == 0 {
+		return "", fmt.Errorf("lab %s has no nodes", name)
+	}
+	return st.Nodes[len(st.Nodes)-1].Name, nil
+}
+
+func namesOf(pods []v1.Pod) []snapshot.Pod {
+	var out []snapshot.Pod
+	for _, p := range pods {
+		if p.Status.PodIP != "" {
+			out = append(out, snapshot.Pod{Namespace: p.Namespace, Name: p.Name, IP: p.Status.PodIP, Node: p.Spec.NodeName})
+		}
+	}
+	return out
+}
+
+// pickPod reads --from pod/NAME in one source: the pod of that name; else, since pod names differ per lab, a pod of
+// the Deployment NAME (NAME-<hash>-<id>), on node when given, the first by name.
+func pickPod(pods []snapshot.Pod, from, node string) (snapshot.Pod, error) {
+	ns, name, _ := lab.PodRef(from)
+	var known []string
+	var mine []snapshot.Pod
+	for _, p := range pods {
+		if ns != "" && p.Namespace != ns {
+			continue
+		}
+		if p.Name == name {
+			if node != "" && p.Node != node {
+				return p, fmt.Errorf("--from %s runs on %s, not on %s (the node this source is of)", from, p.Node, node)
+			}
+			return p, nil
+		}
+		known = append(known, p.Name)
+		if rest, ok := strings.CutPrefix(p.Name, name+"-"); ok && strings.Count(rest, "-") == 1 && (node == "" || p.Node == node) {
+			mine = append(mine, p)
+		}
+	}
+	if len(mine) > 0 {
+		sort.Slice(mine, func(i, j int) bool { return mine[i].Name < mine[j].Name })
+		return mine[0], nil
+	}
+	where := ""
+	if node != "" {
+		where = " on " + node
+	}
+	return snapshot.Pod{}, fmt.Errorf("--from %s: no such pod, nor a pod of a Deployment %s%s (pods: %s)", from, name, where, strings.Join(known, ", "))
+}
+
+// request is the packet in one source: --service resolved to its NodePort on the source's node (or its
+// ClusterIP), --from pod/NAME to one of its pods.
+func request(s *snapshot.Snapshot, f *flags) (tracer.Request, error) {
+	req := tracer.Request{Dst: f.Dst, Proto: f.Proto, From: f.From}
+	k := s.Kubernetes
+	if _, _, isPod := lab.PodRef(f.From); isPod {
+		if k == nil {
+			return req, fmt.Errorf("--from %s: the input names no pods", f.From)
+		}
+		pod, err := pickPod(k.Pods, f.From, s.Node)
+		if err != nil {
+			return req, err
+		}
+		req.From = "pod/" + pod.Name
+	}
+	if f.Service == "" {
+		return req, nil
+	}
+	if k == nil {
+		return req, fmt.Errorf("--service %s: the input names no Services (a pasted dump?): use --dst", f.Service)
+	}
+	name, port, _ := strings.Cut(f.Service, ":")
+	ns, name, ok := strings.Cut(name, "/")
+	if !ok {
+		ns, name = "default", ns
+	}
+	var known []string
+	for _, svc := range k.Services {
+		known = append(known, svc.Namespace+"/"+svc.Name)
+		if svc.Namespace != ns || svc.Name != name {
+			continue
+		}
+		for _, sp := range svc.Ports {
+			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) || !strings.EqualFold(sp.Protocol, f.Proto) {
+				continue
+			}
+			if f.ClusterIP {
+				if svc.ClusterIP == "" || svc.ClusterIP == "None" {
+					return req, fmt.Errorf("service %s/%s has no ClusterIP", ns, name)
+				}
+				req.Dst = fmt.Sprintf("%s:%d", svc.ClusterIP, sp.Port)
+				return req, nil
+			}
+			if sp.NodePort == 0 {
+				return req, fmt.Errorf("service %s/%s has no NodePort (add --cluster-ip for its ClusterIP)", ns, name)
+			}
+			ip := ""
+			for _, n := range k.Nodes {
+				if n.Name == s.Node {
+					ip = n.IP
+				}
+			}
+			if ip == "" {
+				return req, fmt.Errorf("the address of node %q is not known", s.Node)
+			}
+			req.Dst = fmt.Sprintf("%s:%d", ip, sp.NodePort)
+			return req, nil
+		}
+		return req, fmt.Errorf("service %s/%s has no %s port %s", ns, name, f.Proto, port)
+	}
+	return req, &lab.NotFoundError{Kind: "service", Name: ns + "/" + name, Known: known}
+}
+
+// shortLived builds a netns lab per dataplane, one after another (each takes both cores a while), with the
+// guide's web Deployment exposed as a NodePort. cleanup removes every lab it began, whatever happened; it is
+// valid even when err is not nil.
+func shortLived(ctx context.Context, ds []dataplanes.Name, progress io.Writer) (names []string, cleanup func(), err error) {
+	p, err := providers.New("netns")
+	if err != nil {
+		return nil, func() {}, err
+	}
+	var begun []string
+	cleanup = func() {
+		for _, n := range begun {
+			// Not the command's context: after Ctrl-C it is cancelled, and the labs must still go.
+			if err := p.Delete(context.Background(), n); err != nil && !isNotFound(err) {
+				fmt.Fprintf(progress, "removing lab %s: %v\n", n, err)
+			}
+		}
+	}
+	seen := map[dataplanes.Name]bool{}
+	for _, d := range ds {
+		if seen[d] {
+			return nil, cleanup, fmt.Errorf("--dataplanes names %s twice", d)
+		}
+		seen[d] = true
+	}
+	for _, d := range ds {
+		name := fmt.Sprintf("cmp%d-%s", os.Getpid()%100000, d)
+		if len(name) > 32 {
+			name = name[:32]
+		}
+		fmt.Fprintf(progress, "Building short-lived lab %q (dataplane %s) ...\n", name, d)
+		begun = append(begun, name)
+		if err := p.Create(ctx, lab.Config{Name: name, Dataplane: d, Workers: 2}, io.Discard); err != nil {
+			return nil, cleanup, fmt.Errorf("lab %s: %w", name, err)
+		}
+		if err := deployWeb(ctx, p, name); err != nil {
+			return nil, cleanup, fmt.Errorf("lab %s: %w", name, err)
+		}
+		names = append(names, name)
+	}
+	return names, cleanup, nil
+}
+
+// deployWeb deploys the guide's web scenario and exposes it as a NodePort, as `deploy` and `nodeport` do, and
+// returns once every node's dataplane serves it.
+func deployWeb(ctx context.Context, p lab.Provider, name string) error {
+	m, err := workload.ParseManifest(scenarios.Web)
+	if err != nil {
+		return err
+	}
+	w, err := p.Workloads(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services); err != nil {
+		return err
+	}
+	svc, err := w.Expose(ctx, lab.ExposeOptions{Namespace: "default", Deployment: "web", Port: 80})
+	if err != nil {
+		return err
+	}
+	return live.WaitServing(ctx, p, name, func(s *v1.Service) bool { return s.Namespace == svc.Namespace && s.Name == svc.Name }, live.ServingTimeout)
+}
+
+func isNotFound(err error) bool {
+	_, ok := err.(*lab.NotFoundError)
+	return ok || os.IsNotExist(err)
+}
