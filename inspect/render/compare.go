@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -112,11 +113,13 @@ type htmlRow struct {
 type htmlColumn struct {
 	stages.Column
 	Table string
+	SVG   template.HTML // the trace's picture (TraceSVG), inline
 }
 
 // CompareHTML writes a comparison as one self-contained page (no script, no network): a grid with a row per stage
-// and a column per dataplane, each dataplane's trace table in a <details>.
-func CompareHTML(w io.Writer, c *stages.Comparison) error {
+// and a column per dataplane, then each dataplane's picture of the path (drawn the same way for every one, so they
+// read side by side) and its trace table.
+func CompareHTML(ctx context.Context, w io.Writer, c *stages.Comparison) error {
 	view := struct {
 		*stages.Comparison
 		Rows []htmlRow
@@ -129,7 +132,16 @@ func CompareHTML(w io.Writer, c *stages.Comparison) error {
 				return err
 			}
 		}
-		view.Cols = append(view.Cols, htmlColumn{Column: col, Table: table.String()})
+		var svg []byte
+		if col.Trace != nil {
+			var err error
+			if svg, err = TraceSVG(ctx, col.Trace); err != nil {
+				return err
+			}
+		}
+		view.Cols = append(view.Cols, htmlColumn{Column: col, Table: table.String(),
+			// Graphviz's output, from a graph whose every label TraceDOT escaped.
+			SVG: template.HTML(svgPrologRE.ReplaceAllString(string(svg), "$1"))})
 	}
 	for i, h := range c.Stages {
 		row := htmlRow{Key: h.Key, Title: h.Title}

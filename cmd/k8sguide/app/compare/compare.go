@@ -152,7 +152,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	case render.JSON:
 		return render.WriteData(streams.Out, render.JSON, c)
 	case "html":
-		return render.CompareHTML(streams.Out, c)
+		return render.CompareHTML(ctx, streams.Out, c)
 	}
 	return render.CompareTable(streams.Out, render.Width(streams.Out), c)
 }
