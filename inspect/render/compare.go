@@ -139,9 +139,7 @@ func CompareHTML(ctx context.Context, w io.Writer, c *stages.Comparison) error {
 				return err
 			}
 		}
-		view.Cols = append(view.Cols, htmlColumn{Column: col, Table: table.String(),
-			// Graphviz's output, from a graph whose every label TraceDOT escaped.
-			SVG: template.HTML(svgPrologRE.ReplaceAllString(string(svg), "$1"))})
+		view.Cols = append(view.Cols, htmlColumn{Column: col, Table: table.String(), SVG: inlineSVG(svg)})
 	}
 	for i, h := range c.Stages {
 		row := htmlRow{Key: h.Key, Title: h.Title}

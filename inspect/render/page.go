@@ -20,6 +20,12 @@ func TraceSVG(ctx context.Context, t *trace.Trace) ([]byte, error) {
 // HTML starts at <svg>.
 var svgPrologRE = regexp.MustCompile(`(?s)\A.*?(<svg\b)`)
 
+// inlineSVG is Graphviz's SVG ready to stand inside a page: from <svg> on. Trusted: Graphviz wrote it from a
+// graph whose every label TraceDOT escaped.
+func inlineSVG(svg []byte) template.HTML {
+	return template.HTML(svgPrologRE.ReplaceAllString(string(svg), "$1"))
+}
+
 // pageWidth is the width the page's table is fitted to: a browser window is wider than a terminal.
 const pageWidth = 120
 
@@ -45,10 +51,9 @@ func TraceHTML(ctx context.Context, w io.Writer, t *trace.Trace) error {
 		"Title":     title,
 		"Node":      t.Node,
 		"Dataplane": t.Dataplane,
-		// Graphviz's own output, from a graph whose every label TraceDOT escaped.
-		"SVG":   template.HTML(svgPrologRE.ReplaceAllString(string(svg), "$1")),
-		"Table": table.String(),
-		"JSON":  string(js),
+		"SVG":       inlineSVG(svg),
+		"Table":     table.String(),
+		"JSON":      string(js),
 	})
 }
 

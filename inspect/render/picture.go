@@ -384,12 +384,12 @@ func TraceDOT(t *trace.Trace) string {
 			if !sameSeen {
 				text += fmt.Sprintf("\nsender gets %s\n→ %s", r.AsSeenFrom, r.AsSeenTo)
 			}
-			style := fmt.Sprintf("style=dashed, color=%q, fontcolor=%q, constraint=false", lineRule, lineRule)
+			colour := lineRule
 			if r.Bypasses {
 				text += "\nbypasses this node:\ndropped by the sender"
-				style = fmt.Sprintf("style=dashed, color=%q, fontcolor=%q, constraint=false", lineDrop, lineDrop)
+				colour = lineDrop
 			}
-			replies = append(replies, edge(e, src, text, style))
+			replies = append(replies, edge(e, src, text, fmt.Sprintf("style=dashed, color=%q, fontcolor=%q, constraint=false", colour, colour)))
 		}
 	}
 	if more := len(t.Paths) - len(shown); more > 0 {
@@ -412,7 +412,7 @@ func TraceDOT(t *trace.Trace) string {
 			label += `<BR ALIGN="LEFT"/>` + html.EscapeString(fmt.Sprintf("(%d more notes in the table)", len(t.Notes)-maxNotes))
 			break
 		}
-		for _, l := range strings.Split(strings.TrimSuffix(Wrap("note: ", "      ", n, 110), "\n"), "\n") {
+		for _, l := range wrapLines("note: ", "      ", n, 110) {
 			label += `<BR ALIGN="LEFT"/>` + html.EscapeString(l)
 		}
 	}
