@@ -5,6 +5,8 @@ package iptables
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -45,10 +47,73 @@ func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
 
 // parse reads a dump in either form.
 func parse(text string) (*Rules, error) {
+	var r *Rules
+	var err error
 	if IsListing(text) {
-		return ParseListing(text, "")
+		r, err = ParseListing(text, "")
+	} else {
+		r, err = ParseSave(text)
 	}
-	return ParseSave(text)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.checkLoops()
+}
+
+// checkLoops refuses rules whose chains jump or go to each other in a circle. The kernel refuses to load them
+// (ELOOP from both iptables-legacy and nf_tables), so no node's dump has one; a walk through it would never end.
+func (r *Rules) checkLoops() error {
+	for _, tname := range sortedKeys(r.Tables) {
+		t := r.Tables[tname]
+		const (
+			unseen = iota
+			open
+			done
+		)
+		state := map[string]int{}
+		var path []string
+		var visit func(c *Chain) error
+		visit = func(c *Chain) error {
+			state[c.Name] = open
+			path = append(path, c.Name)
+			for _, rule := range c.Rules {
+				next, ok := t.Chains[target(rule.Args)]
+				if !ok {
+					continue
+				}
+				switch state[next.Name] {
+				case open:
+					i := slices.Index(path, next.Name)
+					loop := append(slices.Clone(path[i:]), next.Name)
+					return fmt.Errorf("the rules loop: %s/%s (the kernel refuses to load chains that jump in a circle, so this is no node's dump)", t.Name, strings.Join(loop, " -> "))
+				case unseen:
+					if err := visit(next); err != nil {
+						return err
+					}
+				}
+			}
+			path = path[:len(path)-1]
+			state[c.Name] = done
+			return nil
+		}
+		for _, name := range t.Order {
+			if state[name] == unseen {
+				if err := visit(t.Chains[name]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers

@@ -66,7 +66,7 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 	stack := []frame{{chain: base}}
 	for len(stack) > 0 {
 		if !w.Step() {
-			return netfilter.Drop
+			return netfilter.Unknown
 		}
 		f := &stack[len(stack)-1]
 		if f.next >= len(f.chain.Rules) {
@@ -198,10 +198,16 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		default:
 			next, ok := t.Chains[tg]
 			if !ok {
-				h.Verdict = "jump " + tg + " (chain not in the input)"
-				w.Note("chain %s/%s is not in the input: the trace continues as if it returned", t.Name, tg)
+				// The kernel loads no rule whose target is missing: the dump is a part of the node's rules, and
+				// what that chain does is not in it.
+				verb, does := "jump", "jumps"
+				if m.isGoto {
+					verb, does = "goto", "goes"
+				}
+				h.Verdict = verb + " " + tg + " (chain not in the input)"
 				w.Add(h)
-				continue
+				w.Missing("chain %s/%s (%s/%s rule %d %s to it; the input does not have it)", t.Name, tg, t.Name, f.chain.Name, idx+1, does)
+				return netfilter.Unknown
 			}
 			if m.isGoto {
 				h.Verdict = "goto " + tg

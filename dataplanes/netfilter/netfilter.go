@@ -47,6 +47,9 @@ const (
 	// it routes it to the real server and passes it through LOCAL_OUT and POSTROUTING
 	// (ip_vs_nat_send_or_cont), so it never reaches the rest of INPUT, nor FORWARD.
 	Stolen
+	// Unknown: the input lacks what the walk needs to go on (Walk.Missing said what); the path's verdict is
+	// trace.Unknown.
+	Unknown
 )
 
 // BaseChain is a chain attached to a hook.
@@ -140,6 +143,7 @@ type Walk struct {
 	prob         float64
 	alternatives [][]int
 	notes        []string
+	missing      []string
 }
 
 // Add records a visited rule (the hook is filled in).
@@ -152,11 +156,20 @@ func (w *Walk) Add(h trace.Hop) {
 // Engines call it per rule, so that no input (a loop of jumps, a fork in a loop) can make a trace run away.
 func (w *Walk) Step() bool {
 	if *w.budget <= 0 {
-		w.Note("stopped: more than %d rule evaluations in this trace (a loop in the rules?)", maxEvaluations)
+		w.Missing("the rest of the walk: k8sguide stopped after %d rule evaluations in this trace (a loop in the rules?)", maxEvaluations)
 		return false
 	}
 	*w.budget--
 	return true
+}
+
+// Missing records what the input lacks for this path's answer; the engine then returns Unknown (or goes on,
+// when what is missing only makes the end unknown: Run's caller marks it).
+func (w *Walk) Missing(format string, args ...any) {
+	m := fmt.Sprintf(format, args...)
+	if !contains(w.missing, m) {
+		w.missing = append(w.missing, m)
+	}
 }
 
 // Hops returns the hops recorded so far.
@@ -352,7 +365,10 @@ func contains(s []string, v string) bool {
 func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path, *trace.Conntrack) {
 	var ct *trace.Conntrack
 	finish := func(verdict string) (trace.Path, *trace.Conntrack) {
-		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress}
+		if len(w.missing) > 0 {
+			verdict = trace.Unknown
+		}
+		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing}
 		if verdict == trace.Delivered {
 			p.SNAT = w.Pkt.Src.String()
 			if w.dnat != nil {
@@ -398,6 +414,13 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		return Accept
 	}
 	stop := func(v Verdict) (trace.Path, *trace.Conntrack) {
+		if v == Unknown {
+			if len(w.missing) == 0 {
+				w.Missing("the rest of the walk")
+			}
+			w.verdictBy = nil
+			return finish(trace.Unknown)
+		}
 		if v == Reject {
 			return finish(trace.Rejected)
 		}

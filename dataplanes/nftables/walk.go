@@ -72,20 +72,20 @@ type frame struct {
 func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.w.Note("the nftables tracer failed in %s %s (%v): the trace assumed the chain accepts", e.table, base.Name, r)
-			v = netfilter.Accept
+			e.w.Missing("what %s %s does: k8sguide's nftables walk failed there (%v)", e.table, base.Name, r)
+			v = netfilter.Unknown
 		}
 	}()
 	var stack []frame
 	cur, pos := base, 0
 	for steps := 0; ; steps++ {
 		if steps > maxSteps {
-			e.w.Note("%s %s: the walk did not end after %d rules (a loop?): the trace stopped it there", e.table, base.Name, maxSteps)
-			return netfilter.Drop
+			e.w.Missing("the end of %s %s: the walk did not end after %d rules (a loop?)", e.table, base.Name, maxSteps)
+			return netfilter.Unknown
 		}
 		if !e.w.Step() {
-			// The budget of the whole trace is spent (the walker notes it); stop as the iptables engine does.
-			return netfilter.Drop
+			// The budget of the whole trace is spent (the walker says so); stop as the iptables engine does.
+			return netfilter.Unknown
 		}
 		if pos >= len(cur.Rules) {
 			if len(stack) == 0 {
@@ -117,13 +117,13 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 		case "jump", "goto":
 			target := e.t.Chain(out.target)
 			if target == nil {
-				e.w.Note("%s %s: %s to chain %q, which the ruleset does not have: the trace went on with the next rule", e.table, cur.Name, out.verdict, out.target)
-				continue
+				e.w.Missing("chain %s %s (%s %s #%d %s to it; the input does not have it)", e.table, out.target, e.table, cur.Name, pos, map[string]string{"jump": "jumps", "goto": "goes"}[out.verdict])
+				return netfilter.Unknown
 			}
 			if out.verdict == "jump" {
 				if len(stack) >= jumpStack {
-					e.w.Note("%s %s: more than %d nested jumps: the trace stopped following them", e.table, cur.Name, jumpStack)
-					continue
+					e.w.Missing("a ruleset the kernel would load: %s %s jumps more than %d chains deep, which nf_tables refuses", e.table, cur.Name, jumpStack)
+					return netfilter.Unknown
 				}
 				stack = append(stack, frame{cur, pos})
 			}

@@ -8,6 +8,7 @@ package trace
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -23,6 +24,9 @@ const (
 	Dropped   = "dropped"
 	Rejected  = "rejected"
 	Local     = "local" // handed to a socket on the node itself (nothing translated it to an endpoint)
+	// Unknown: the input lacks what the answer needs (a chain it jumps to, the table where Services are
+	// translated, the rest of a cut dump); Path.Missing names what. Never a guess in its place.
+	Unknown = "unknown"
 )
 
 // Packet is the first packet of a flow as it reaches the node (or leaves it, when the node makes it).
@@ -144,6 +148,8 @@ type Path struct {
 	// Egress is where the packet leaves the node: interface and next hop.
 	Egress string `json:"egress,omitempty"`
 	Reply  *Reply `json:"reply,omitempty"`
+	// Missing names what the input lacks for this path's answer (its verdict is then Unknown).
+	Missing []string `json:"missing,omitempty"`
 }
 
 // Reply is the way back: the endpoint's answer and how conntrack undoes the translations.
@@ -182,13 +188,16 @@ type Trace struct {
 	Paths []Path `json:"paths"`
 	// Endpoints are the endpoints the packet can reach, with their overall probabilities.
 	Endpoints []Endpoint `json:"endpoints"`
-	// Verdict is the verdict of every path when they all agree, else "delivered" if any path delivers.
+	// Verdict is the verdict of every path when they all agree, else "unknown" if any path's outcome is not
+	// known, else "delivered" if any path delivers.
 	Verdict string `json:"verdict"`
 	// SNAT is the source address the endpoint sees, when all delivering paths agree ("" otherwise; see paths).
 	SNAT string `json:"snat,omitempty"`
 	// Conntrack is set when an existing entry decides the flow: nat rules are then not consulted.
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
 	Notes     []string   `json:"notes,omitempty"`
+	// Missing is what the input lacks for the answer, over all paths (see Path.Missing).
+	Missing []string `json:"missing,omitempty"`
 }
 
 // Finish fills in the fields derived from Paths: order, common hops, endpoints, verdict, SNAT, service.
@@ -200,8 +209,14 @@ func (t *Trace) Finish() {
 	index := map[string]int{}
 	verdicts := map[string]bool{}
 	snats := map[string]bool{}
+	t.Missing = nil
 	for _, p := range t.Paths {
 		verdicts[p.Verdict] = true
+		for _, m := range p.Missing {
+			if !slices.Contains(t.Missing, m) {
+				t.Missing = append(t.Missing, m)
+			}
+		}
 		if p.Verdict == Delivered {
 			snats[p.SNAT] = true
 		}
@@ -231,6 +246,9 @@ func (t *Trace) Finish() {
 		for v := range verdicts {
 			t.Verdict = v
 		}
+	case verdicts[Unknown]:
+		// Some outcome cannot be told: the trace stands behind no single verdict.
+		t.Verdict = Unknown
 	case verdicts[Delivered]:
 		t.Verdict = Delivered
 	default:

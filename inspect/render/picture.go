@@ -303,6 +303,13 @@ func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 		}
 	case p.Verdict == trace.Local:
 		lines = append(lines, "a socket on the node", "(nothing translated it)")
+	case p.Verdict == trace.Unknown:
+		// Grey, like an untranslated packet: the picture must not look surer than the table.
+		fill, line = fillSource, lineSource
+		lines = append(lines, "unknown: the input lacks")
+		for _, m := range p.Missing {
+			lines = append(lines, wrapLines("", "", m, pictureTextWidth)...)
+		}
 	default:
 		fill, line = fillDrop, lineDrop
 		lines = append(lines, p.Verdict)

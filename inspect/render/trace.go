@@ -106,6 +106,7 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 		}
 	}
 	replies(w, t, o)
+	missing(w, t, o)
 	if len(t.Notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
 		for _, n := range t.Notes {
@@ -118,6 +119,17 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 		o.line(w, "Guide:", n)
 	}
 	return nil
+}
+
+// missing lists what the input lacks for the answer (the paths whose verdict is unknown).
+func missing(w io.Writer, t *trace.Trace, o TraceOptions) {
+	if len(t.Missing) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nMissing (the trace cannot tell what happens without it):")
+	for _, m := range t.Missing {
+		o.bullet(w, m)
+	}
 }
 
 func endpointTable(w io.Writer, t *trace.Trace, o TraceOptions) error {
@@ -239,6 +251,9 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	head += fmt.Sprintf(" from %s, on %s (%s)", t.Packet.From, orDash(t.Node), orDash(t.Dataplane))
 	io.WriteString(w, Wrap("", "  ", head, o.width()))
 	io.WriteString(w, Wrap("Verdict:", "  ", verdictLine(t), o.width()))
+	for _, m := range t.Missing {
+		io.WriteString(w, Wrap("Missing:", "  ", m, o.width()))
+	}
 	// Three endpoints, or all when one more line would say as much as "and N more".
 	const shown = 3
 	var rows [][]string
@@ -285,6 +300,19 @@ func verdictLine(t *trace.Trace) string {
 		return line
 	case trace.Local:
 		return "local: no rule translated it; the node's own socket (if any) answers"
+	case trace.Unknown:
+		// Never a guess: say what the answer needs and the input lacks (listed under "Missing:").
+		known := 0.0
+		for _, p := range t.Paths {
+			if p.Verdict != trace.Unknown {
+				known += p.Probability
+			}
+		}
+		line := "unknown: the input lacks what the answer needs (see Missing)"
+		if known > 0 {
+			line = fmt.Sprintf("unknown for %s of new flows: the input lacks what the answer needs (see Missing); the other paths are known", percent(1-known))
+		}
+		return line
 	case trace.Rejected, trace.Dropped:
 		for _, p := range t.Paths {
 			if p.VerdictBy != nil {
@@ -309,6 +337,8 @@ func pathTitle(p trace.Path) string {
 		return s
 	case p.VerdictBy != nil:
 		return fmt.Sprintf("%s by %s/%s rule %d", p.Verdict, p.VerdictBy.Table, p.VerdictBy.Chain, p.VerdictBy.Rule)
+	case p.Verdict == trace.Unknown && len(p.Missing) > 0:
+		return "unknown: the input lacks " + p.Missing[0]
 	}
 	return p.Verdict
 }

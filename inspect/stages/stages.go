@@ -310,6 +310,8 @@ func (r *reader) fallback(key string, p trace.Path) string {
 		return None + ": an existing conntrack entry decides this flow (" + r.t.Conntrack.Direction + " direction)"
 	case p.Verdict == trace.Local:
 		return None + ": no rule translated the packet; the node's own socket answers"
+	case p.Verdict == trace.Unknown && len(p.Missing) > 0:
+		return Unknown + ": the input lacks " + strings.Join(p.Missing, "; ")
 	case p.Verdict == trace.Dropped || p.Verdict == trace.Rejected:
 		if p.VerdictBy != nil {
 			return fmt.Sprintf("%s: %s by %s", None, p.Verdict, at(*p.VerdictBy))

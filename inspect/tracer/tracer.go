@@ -80,21 +80,59 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 // LoadFile is Load of a file, or of in when path is "-" (what `--snapshot FILE` reads); a parse error names
 // the file.
 func LoadFile(path string, in io.Reader, local []netip.Addr) (*snapshot.Snapshot, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(in)
-	} else {
-		data, err = os.ReadFile(path)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxInput {
+			return nil, fmt.Errorf("%s: %d MB is more than a node's dump (k8sguide reads up to %d MB; a node with 5,000 Services dumps about 10)", path, st.Size()>>20, MaxInput>>20)
+		}
+		in = f
 	}
+	data, err := ReadInput(in)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	s, err := Load(data, local)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return s, nil
+}
+
+// MaxInput is the most `--snapshot` reads: far more than any node's dump (a snapshot of a node with 5,000
+// Services is about 10 MB), little enough that reading and parsing it stays well under 500 MB.
+const MaxInput = 64 << 20
+
+// ReadInput reads a dump of at most MaxInput bytes, and refuses binary data (NUL bytes at its start: /dev/zero,
+// an image, a core file) before reading the rest.
+func ReadInput(in io.Reader) ([]byte, error) {
+	head := make([]byte, 64<<10)
+	n, err := io.ReadFull(in, head)
+	head = head[:n]
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
+		return nil, fmt.Errorf("the input is binary data (NUL bytes), not a snapshot or a tool's text output")
+	}
+	if err != nil { // all of it was read
+		return head, nil
+	}
+	rest, err := io.ReadAll(io.LimitReader(in, MaxInput+1-int64(n)))
+	if err != nil {
+		return nil, err
+	}
+	data := append(head, rest...)
+	if len(data) > MaxInput {
+		return nil, fmt.Errorf("the input is more than %d MB, more than a node's dump (a node with 5,000 Services dumps about 10)", MaxInput>>20)
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return nil, fmt.Errorf("the input holds binary data (NUL bytes), not a snapshot or a tool's text output")
+	}
+	return data, nil
 }
 
 // opened is a snapshot's engines, ready for the walk.
