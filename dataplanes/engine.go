@@ -3,6 +3,7 @@ package dataplanes
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -19,11 +20,23 @@ type Engine interface {
 	// engine gives an empty Part and no error (most nodes have no IPVS table or Cilium maps). What could be read
 	// only in part is reported through o.Missing.
 	Collect(ctx context.Context, o CollectOptions) (Part, error)
-	// Sniff takes a pasted dump (a tool's output, not a k8sguide snapshot): ok is false when raw is not in one of
-	// this engine's formats; err says why a dump that is does not parse.
-	Sniff(raw []byte) (part json.RawMessage, ok bool, err error)
+	// Sniff takes a pasted dump (a tool's output, not a k8sguide snapshot), cleaned by the paste front end
+	// (inspect/paste): ok is false when raw is not in one of this engine's formats; err says why a dump that is
+	// does not parse. raw may hold several commands' outputs, each after a line "$ COMMAND" naming the command
+	// that printed it as the paste showed it (`$ iptables -t nat -L -n -v`), which the reader uses as a hint.
+	Sniff(raw []byte) (s Sniffed, ok bool, err error)
 	// Open makes a part ready for the walk.
 	Open(part json.RawMessage, o OpenOptions) (*Opened, error)
+}
+
+// Sniffed is a pasted dump read by an engine.
+type Sniffed struct {
+	Part json.RawMessage
+	// ReadAs says how each output in the dump was read, for the trace's note ("iptables -t nat -L -n -v (12
+	// chains)").
+	ReadAs []string
+	// Local lists addresses the dump shows the node owns (IPVS virtual servers, bound on kube-ipvs0).
+	Local []netip.Addr
 }
 
 // CollectOptions is what a node's collector hands every engine.
@@ -65,6 +78,9 @@ type Opened struct {
 	// Supersedes names engines whose rules this one keeps around its own (IPVS mode keeps kube-proxy's rules in
 	// iptables): when both serve, this engine is the dataplane.
 	Supersedes []Name
+	// Missing names what the part lacks that a Service's answer needs (the nat table, any base chain, the
+	// IPVS table an IPVS-mode node's rules hand Services to): a path that ends untranslated is then unknown.
+	Missing []string
 	// Walker, when set, walks a packet itself instead of the netfilter walker (Cilium's bpf_host takes the packet
 	// at tc ingress, before netfilter, and redirects it past the node's stack). It is used when this engine is
 	// the node's dataplane.

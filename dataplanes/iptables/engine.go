@@ -30,19 +30,28 @@ func (Engine) Monitor() string { return "iptables" }
 
 // Sniff reads any text: iptables-save fragments (grep'd lines, no header) are the commonest paste, so this
 // engine is asked last (see engines.Lenient) and its parser says which line is wrong.
-func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
+func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	text := string(raw)
 	if len(raw) > 0 && raw[0] == '{' {
-		return nil, false, nil
+		return dataplanes.Sniffed{}, false, nil
 	}
-	if _, err := parse(text); err != nil {
+	r, err := parse(text)
+	if err != nil {
 		if IsListing(text) {
-			return nil, true, fmt.Errorf("iptables listing: %v", err)
+			return dataplanes.Sniffed{}, true, fmt.Errorf("iptables listing: %v", err)
 		}
-		return nil, true, fmt.Errorf("iptables-save input: %v", err)
+		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
 	part, err := json.Marshal(Part{"input": text})
-	return part, true, err
+	readAs := "iptables-save"
+	if IsListing(text) {
+		readAs = "iptables -L"
+	}
+	n := 0
+	for _, t := range r.Tables {
+		n += len(t.Chains)
+	}
+	return dataplanes.Sniffed{Part: part, ReadAs: []string{fmt.Sprintf("%s (%d chains)", readAs, n)}}, true, err
 }
 
 // parse reads a dump in either form.

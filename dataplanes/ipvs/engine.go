@@ -18,17 +18,17 @@ func (Engine) Name() dataplanes.Name { return dataplanes.IPVS }
 func (Engine) Monitor() string { return "iptables" }
 
 // Sniff recognises `ipvsadm -Ln` output.
-func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
+func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	text := string(raw)
 	if !IsList(text) {
-		return nil, false, nil
+		return dataplanes.Sniffed{}, false, nil
 	}
 	st, err := ParseList(text)
 	if err != nil {
-		return nil, true, fmt.Errorf("ipvsadm -Ln: %v", err)
+		return dataplanes.Sniffed{}, true, fmt.Errorf("ipvsadm -Ln: %v", err)
 	}
 	data, err := json.Marshal(st)
-	return data, true, err
+	return dataplanes.Sniffed{Part: data, ReadAs: []string{fmt.Sprintf("ipvsadm -Ln (%d virtual servers)", len(st.Services))}}, true, err
 }
 
 // Open makes the IPVS table a ruleset of its own two hooks. An IPVS table serves Services even where kube-proxy's

@@ -32,7 +32,7 @@ func (Engine) Monitor() string { return "nftables" }
 
 // Sniff recognises `nft list ruleset` text (its first line that is not a comment opens a table) and `nft -j
 // list ruleset` output (an object whose "nftables" array holds the ruleset).
-func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
+func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	var part Part
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
@@ -40,24 +40,28 @@ func (Engine) Sniff(raw []byte) (json.RawMessage, bool, error) {
 			Nftables json.RawMessage `json:"nftables"`
 		}
 		if json.Unmarshal(trimmed, &doc) != nil || len(doc.Nftables) == 0 {
-			return nil, false, nil
+			return dataplanes.Sniffed{}, false, nil
 		}
 		if _, err := ParseRuleset(trimmed, ""); err != nil {
-			return nil, true, fmt.Errorf("nft -j ruleset: %v", err)
+			return dataplanes.Sniffed{}, true, fmt.Errorf("nft -j ruleset: %v", err)
 		}
 		part.JSON = json.RawMessage(trimmed)
 	} else {
 		text := string(raw)
 		if !looksLikeRuleset(text) {
-			return nil, false, nil
+			return dataplanes.Sniffed{}, false, nil
 		}
 		if _, err := ParseText(text); err != nil {
-			return nil, true, fmt.Errorf("nft list ruleset: %v", err)
+			return dataplanes.Sniffed{}, true, fmt.Errorf("nft list ruleset: %v", err)
 		}
 		part.Text = text
 	}
 	data, err := json.Marshal(part)
-	return data, true, err
+	readAs := "nft list ruleset"
+	if len(part.JSON) > 0 {
+		readAs = "nft -j list ruleset"
+	}
+	return dataplanes.Sniffed{Part: data, ReadAs: []string{readAs}}, true, err
 }
 
 // looksLikeRuleset says whether text is `nft list` output: its first line that is not a comment opens a table.

@@ -65,14 +65,14 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	}
 	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
 	for _, e := range sniffers {
-		part, ok, err := e.Sniff(data)
+		sn, ok, err := e.Sniff(data)
 		if !ok {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): part}, Net: netstate.FromLocalAddresses(local)}, nil
+		return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part}, Net: netstate.FromLocalAddresses(local)}, nil
 	}
 	return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 }
@@ -140,6 +140,8 @@ type opened struct {
 	dataplane dataplanes.Name
 	rulesets  []netfilter.Ruleset
 	walker    dataplanes.PacketWalker
+	// missing is what the parts lack that a Service's answer needs (see dataplanes.Opened.Missing).
+	missing []string
 }
 
 // open opens every engine part of the snapshot, in the engines' order, and names the node's dataplane: the one the
@@ -162,6 +164,7 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 			covered[t] = true
 		}
 		o.rulesets = append(o.rulesets, op.Rulesets...)
+		o.missing = append(o.missing, op.Missing...)
 		if op.Walker != nil {
 			walkers[e.Name()] = op.Walker
 		}
@@ -282,6 +285,15 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		return t, nil
 	}
 	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, &s.Net, flow, origin, names)
+	// A path that ends untranslated through parts that lack where Services are translated says nothing about
+	// the Service: it is unknown, not "forwarded without translation".
+	if len(o.missing) > 0 && t.Conntrack == nil {
+		for i, p := range t.Paths {
+			if (p.Verdict == trace.Delivered || p.Verdict == trace.Local) && p.Endpoint == nil {
+				t.Paths[i].Verdict, t.Paths[i].Missing, t.Paths[i].Reply = trace.Unknown, append(p.Missing, o.missing...), nil
+			}
+		}
+	}
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Finish()
