@@ -35,7 +35,7 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		return dataplanes.Sniffed{}, false, nil
 	}
-	r, err := parse(text)
+	_, readAs, err := parseAll(text)
 	if err != nil {
 		if IsListing(text) {
 			return dataplanes.Sniffed{}, true, fmt.Errorf("iptables listing: %v", err)
@@ -43,30 +43,197 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
 	part, err := json.Marshal(Part{"input": text})
-	readAs := "iptables-save"
-	if IsListing(text) {
-		readAs = "iptables -L"
-	}
-	n := 0
-	for _, t := range r.Tables {
-		n += len(t.Chains)
-	}
-	return dataplanes.Sniffed{Part: part, ReadAs: []string{fmt.Sprintf("%s (%d chains)", readAs, n)}}, true, err
+	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, err
 }
 
-// parse reads a dump in either form.
+// parse reads a dump: one or more outputs of iptables-save, `iptables -S` or `iptables -L`, each after the
+// `$ COMMAND` line that printed it when the paste showed it.
 func parse(text string) (*Rules, error) {
-	var r *Rules
-	var err error
-	if IsListing(text) {
-		r, err = ParseListing(text, "")
-	} else {
-		r, err = ParseSave(text)
+	r, _, err := parseAll(text)
+	return r, err
+}
+
+// segment is one command's output in a dump.
+type segment struct {
+	command string // "" when the dump does not show it
+	lines   []string
+}
+
+// segments splits a dump at the `$ COMMAND` lines of iptables commands (a `$` line of a listing that names
+// no iptables tool stays in it: the guide's walkthroughs show `$ ipt KUBE-SERVICES`-like hints).
+func segments(text string) []segment {
+	var out []segment
+	cur := segment{}
+	for _, l := range strings.Split(text, "\n") {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(l), "$ "); ok && iptablesCommand(cmd) {
+			if len(cur.lines) > 0 || cur.command != "" {
+				out = append(out, cur)
+			}
+			cur = segment{command: cmd, lines: []string{l}}
+			continue
+		}
+		cur.lines = append(cur.lines, l)
 	}
-	if err != nil {
-		return nil, err
+	return append(out, cur)
+}
+
+// iptablesCommand says whether a command line runs iptables (any variant, or the guide's `ipt` alias).
+func iptablesCommand(cmd string) bool {
+	for _, w := range strings.Fields(cmd) {
+		if w == "|" {
+			return false
+		}
+		base := w[strings.LastIndexByte(w, '/')+1:]
+		if strings.HasPrefix(base, "iptables") || strings.HasPrefix(base, "ip6tables") || base == "ipt" {
+			return true
+		}
 	}
-	return r, r.checkLoops()
+	return false
+}
+
+// commandForm reads what an iptables command prints: its table (-t; "" when not given), whether it lists
+// (-L, -nvL, --list) or prints rules (-S, iptables-save), and the command from the tool on, without a pipe.
+func commandForm(cmd string) (table string, listing, rules bool, shown string) {
+	words := strings.Fields(cmd)
+	start := -1
+	for i, w := range words {
+		if w == "|" {
+			words = words[:i]
+			break
+		}
+		base := w[strings.LastIndexByte(w, '/')+1:]
+		if start < 0 && (strings.HasPrefix(base, "iptables") || strings.HasPrefix(base, "ip6tables") || base == "ipt") {
+			start = i
+			rules = strings.HasSuffix(base, "-save")
+		}
+	}
+	if start < 0 {
+		return "", false, false, cmd
+	}
+	words = words[start:]
+	for i, w := range words {
+		switch {
+		case (w == "-t" || w == "--table") && i+1 < len(words):
+			table = words[i+1]
+		case strings.HasPrefix(w, "--table="):
+			table = strings.TrimPrefix(w, "--table=")
+		case strings.HasPrefix(w, "-t") && len(w) > 2 && !strings.HasPrefix(w, "--"):
+			table = w[2:]
+		case w == "--list":
+			listing = true
+		case w == "--list-rules":
+			rules = true
+		case strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && len(w) > 1:
+			if strings.ContainsRune(w[1:], 'L') {
+				listing = true
+			}
+			if strings.ContainsRune(w[1:], 'S') {
+				rules = true
+			}
+		}
+	}
+	return table, listing, rules, strings.Join(words, " ")
+}
+
+// parseAll reads every segment of a dump into one set of tables, and says how each was read.
+func parseAll(text string) (*Rules, []string, error) {
+	all := &Rules{Tables: map[string]*Table{}}
+	var readAs []string
+	for _, seg := range segments(text) {
+		body := strings.Join(seg.lines, "\n")
+		table, listing, rules, shown := commandForm(seg.command)
+		if seg.command == "" {
+			listing = IsListing(body)
+		} else if !listing && !rules {
+			listing = IsListing(body)
+		}
+		var r *Rules
+		var err error
+		how := shown
+		if listing {
+			if table == "" && seg.command != "" {
+				table = "filter" // `iptables -L` with no -t lists filter
+			}
+			why := ""
+			if table == "" {
+				table, why = guessTable(seg.lines, true)
+			}
+			r, err = ParseListing(body, table)
+			if how == "" {
+				how = "iptables -L"
+			}
+			if why != "" {
+				how += " (table " + table + ": " + why + ")"
+			}
+		} else {
+			if table == "" && seg.command != "" && !strings.Contains(shown, "-save") {
+				table = "filter" // `iptables -S` with no -t prints filter
+			}
+			lines := seg.lines
+			if seg.command != "" {
+				lines = lines[1:]
+			}
+			r, err = parseSave(strings.Join(lines, "\n"), table)
+			if how == "" {
+				how = "iptables-save"
+			}
+			if err == nil && r.TableGuess != "" {
+				how += " (" + r.TableGuess + ")"
+			}
+		}
+		if err != nil {
+			if seg.command != "" {
+				return nil, nil, fmt.Errorf("the output of `%s`: %v", shown, err)
+			}
+			return nil, nil, err
+		}
+		chains := 0
+		for _, t := range r.Tables {
+			chains += len(t.Chains)
+		}
+		extra := []string{fmt.Sprintf("%d chains", chains)}
+		if r.Cut != "" {
+			extra = append(extra, "ends inside table "+r.Cut+" with no COMMIT: cut?")
+		}
+		if r.Partial {
+			extra = append(extra, "a part of the rules")
+		}
+		readAs = append(readAs, fmt.Sprintf("%s [%s]", how, strings.Join(extra, "; ")))
+		all.merge(r)
+	}
+	if len(all.Tables) == 0 {
+		return nil, nil, fmt.Errorf("no iptables rules in the input")
+	}
+	return all, readAs, all.checkLoops()
+}
+
+// merge adds r's tables to all: a chain in both keeps the later listing of it when that has rules (a
+// walkthrough lists a chain again after a change).
+func (all *Rules) merge(r *Rules) {
+	if len(all.Tables) == 0 {
+		*all = *r
+		return
+	}
+	for name, t := range r.Tables {
+		dst := all.table(name)
+		for _, cname := range t.Order {
+			c := t.Chains[cname]
+			if old, ok := dst.Chains[cname]; ok && len(c.Rules) == 0 && !c.Assumed {
+				if c.Policy != "" && !builtin(name, cname) {
+					old.Policy = c.Policy
+				}
+				continue
+			}
+			if _, ok := dst.Chains[cname]; !ok {
+				dst.Order = append(dst.Order, cname)
+			}
+			dst.Chains[cname] = c
+		}
+	}
+	all.Partial = all.Partial || r.Partial
+	if r.Cut != "" {
+		all.Cut = r.Cut
+	}
 }
 
 // checkLoops refuses rules whose chains jump or go to each other in a circle. The kernel refuses to load them
@@ -149,6 +316,13 @@ func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.O
 		}
 		o.Rulesets = append(o.Rulesets, r)
 		o.Serves = o.Serves || r.HasKubeProxy()
+		if r.Partial {
+			// A part of the rules (grep'd, or kube-proxy's restore input alone): that none of them translated a
+			// packet says nothing about the rest.
+			o.Missing = append(o.Missing, "the rest of the node's iptables rules: the input is a part of them (no built-in chains), and no rule in it translated this packet")
+		} else if _, ok := r.Tables["nat"]; !ok {
+			o.Missing = append(o.Missing, "the nat table, where kube-proxy translates Services: the input has only "+strings.Join(sortedKeys(r.Tables), ", "))
+		}
 	}
 	return o, nil
 }

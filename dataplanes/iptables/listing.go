@@ -3,7 +3,10 @@ package iptables
 import (
 	"bufio"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
 // IsListing says whether text looks like `iptables -L -n [-v]` output rather than iptables-save.
@@ -54,7 +57,8 @@ func ParseListing(text, table string) (*Rules, error) {
 			// A chain listed again (walkthroughs list OUTPUT more than once) replaces the earlier listing.
 			c.Rules = nil
 			if len(f) >= 4 && f[2] == "(policy" {
-				c.Policy = f[3]
+				// `(policy DROP 0 packets, 0 bytes)` with -v, `(policy DROP)` without.
+				c.Policy = strings.TrimSuffix(f[3], ")")
 			}
 		case strings.HasPrefix(line, "pkts "):
 			verbose = true
@@ -144,10 +148,14 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 		args = append(args, "-p", v)
 	}
 	for _, x := range []struct{ flag, v, any string }{{"-i", in, "*"}, {"-o", out, "*"}, {"-s", src, "0.0.0.0/0"}, {"-d", dst, "0.0.0.0/0"}} {
-		if x.v == "" || x.v == x.any {
+		// Without -n, iptables prints "anywhere" for 0.0.0.0/0.
+		if x.v == "" || x.v == x.any || x.v == "anywhere" && (x.flag == "-s" || x.flag == "-d") {
 			continue
 		}
 		n, v := neg(x.v)
+		if v == "localhost" {
+			v = "127.0.0.1"
+		}
 		if n {
 			args = append(args, "!")
 		}
@@ -206,6 +214,7 @@ func listingExtras(x []string, args *[]string) ([]string, error) {
 				}
 				i++
 				_, v, _ := strings.Cut(p, ":")
+				v = portNumbers(v)
 				if n {
 					*args = append(*args, "!")
 				}
@@ -348,6 +357,21 @@ func listingExtras(x []string, args *[]string) ([]string, error) {
 		}
 	}
 	return targetArgs, nil
+}
+
+// portNumbers turns the service names `iptables -L` prints without -n (`dpt:http`, `dpts:http:https`) into
+// numbers; a name it does not know is kept, and the rule then matches no port.
+func portNumbers(v string) string {
+	if strings.Contains(v, ",") {
+		return v
+	}
+	parts := strings.Split(v, ":")
+	for i, p := range parts {
+		if n, ok := netfilter.PortNumber(p); ok {
+			parts[i] = strconv.Itoa(int(n))
+		}
+	}
+	return strings.Join(parts, ":")
 }
 
 func hasRule(c *Chain, text string) bool {

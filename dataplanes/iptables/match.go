@@ -29,6 +29,9 @@ type matcher struct {
 	service    string // the Service the comment names (trace.ServiceFromComment), "" if none
 	// notes are what one evaluation could not check (a copy of the compiled matcher gathers them).
 	notes []string
+	// unknown names what the input lacks to tell whether the rule matches (a host name where `iptables -L`
+	// printed one instead of an address): the walk cannot go on past it.
+	unknown string
 }
 
 // options that take no value.
@@ -149,7 +152,11 @@ func (m *matcher) evaluate(w *netfilter.Walk) (bool, string, float64) {
 			statistic = c
 			continue
 		}
-		if ok, reason := m.check(w, c); !ok {
+		ok, reason := m.check(w, c)
+		if m.unknown != "" {
+			return false, "not known: " + m.unknown, 0
+		}
+		if !ok {
 			return false, reason, 0
 		}
 	}
@@ -223,10 +230,18 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 	p := &w.Pkt
 	v := first(c.vals)
 	switch c.module + c.opt {
-	case "-s":
-		return prefixHas(v, p.Src), fmt.Sprintf("source %s", p.Src)
-	case "-d":
-		return prefixHas(v, p.Dst), fmt.Sprintf("destination %s", p.Dst)
+	case "-s", "-d":
+		ip, side := p.Src, "source"
+		if c.opt == "-d" {
+			ip, side = p.Dst, "destination"
+		}
+		if !addressLike(v) {
+			// `iptables -L` without -n prints the names reverse DNS gave the addresses; offline they cannot
+			// be turned back.
+			m.unknown = fmt.Sprintf("the address of %q (%s %s in a rule): `iptables -L` printed a name, not the address; paste `iptables -L -n` or iptables-save", v, c.opt, v)
+			return false, ""
+		}
+		return prefixHas(v, ip), fmt.Sprintf("%s %s", side, ip)
 	case "-p":
 		return protoIs(p.Proto, v), fmt.Sprintf("protocol %s", p.Proto)
 	case "-i":
@@ -236,6 +251,10 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 	}
 	switch c.opt {
 	case "--dport", "--dports", "--destination-ports":
+		if strings.Trim(v, "0123456789:,") != "" {
+			m.unknown = fmt.Sprintf("the number of port %q (%s in a rule): a name this k8sguide does not know; paste `iptables -L -n` or iptables-save", v, c.opt)
+			return false, ""
+		}
 		return portIn(p.Dport, v), fmt.Sprintf("destination port %d", p.Dport)
 	case "--sport", "--sports", "--source-ports":
 		if p.Sport == 0 {
@@ -336,6 +355,13 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// addressLike says whether an -s/-d value is an address or prefix (rather than a host name).
+func addressLike(s string) bool {
+	a, _, _ := strings.Cut(s, "/")
+	_, err := netip.ParseAddr(a)
+	return err == nil
 }
 
 func prefixHas(s string, ip netip.Addr) bool {

@@ -3,6 +3,7 @@ package iptables
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,10 @@ type Rules struct {
 	// Partial is true when the input was a fragment (no table header or no built-in chains), as when rules
 	// are pasted from `iptables-save | grep …`.
 	Partial bool
+	// TableGuess says which table lines with no table named went to, and why ("" when every line had one).
+	TableGuess string
+	// Cut names the table the input ends inside (no COMMIT): its Cut chains may have had more rules.
+	Cut string
 }
 
 // Table is one iptables table.
@@ -31,6 +36,8 @@ type Chain struct {
 	Rules  []*Rule
 	// Assumed is set for chains the input did not contain that kube-proxy always creates.
 	Assumed bool
+	// Cut is set for a chain whose rules may go on past where the input ends (see Rules.Cut).
+	Cut bool
 }
 
 // Rule is one rule, tokenized.
@@ -57,20 +64,33 @@ func (r *Rule) matcher() *matcher {
 	return r.compiled
 }
 
-// ParseSave reads iptables-save output (with or without -c counters, one table or all), or a fragment of it.
-// Lines before a `*table` line, and fragments with none, belong to the nat table. Comments and COMMIT are skipped.
-func ParseSave(text string) (*Rules, error) {
+// ParseSave reads iptables-save output (with or without -c counters, one table or all), a fragment of it,
+// `iptables -S` output (-P and -N lines) or kube-proxy's iptables-restore input (-X, -F, -I). Lines before a
+// `*table` line, and fragments with none, belong to the table their chains and targets show (guessTable).
+func ParseSave(text string) (*Rules, error) { return parseSave(text, "") }
+
+// parseSave is ParseSave with the table header-less lines belong to ("" to guess it from them).
+func parseSave(text, headerless string) (*Rules, error) {
 	r := &Rules{Tables: map[string]*Table{}}
 	table := ""
-	sawHeader := false
+	sawHeader, declaresBuiltin := false, false
+	committed := map[string]bool{}
+	var loose []string // header-less lines, read once their table is known
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	n := 0
+	lastRule := struct {
+		table, chain string
+		line         int
+	}{}
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
 		switch {
-		case line == "" || strings.HasPrefix(line, "#") || line == "COMMIT":
+		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		case line == "COMMIT":
+			committed[table] = true
 			continue
 		case strings.HasPrefix(line, "*"):
 			table = strings.TrimSpace(line[1:])
@@ -79,51 +99,219 @@ func ParseSave(text string) (*Rules, error) {
 			}
 			sawHeader = true
 			r.table(table)
-		case strings.HasPrefix(line, ":"):
-			f := strings.Fields(line[1:])
-			if len(f) == 0 {
-				return nil, fmt.Errorf("line %d: empty chain declaration", n)
+			continue
+		}
+		if table == "" {
+			loose = append(loose, line)
+			continue
+		}
+		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:]+" x")[0]) {
+			declaresBuiltin = true
+		}
+		isRule, err := r.saveLine(table, line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if isRule {
+			f := strings.Fields(line)
+			if f[0] != "-A" && f[0] != "--append" && f[0] != "-I" && f[0] != "--insert" {
+				f = strings.Fields(line[strings.IndexByte(line, ']')+1:])
 			}
-			t := r.table(orNat(table))
-			c := t.chain(f[0])
-			if len(f) > 1 && f[1] != "-" {
-				c.Policy = f[1]
-			}
-		default:
-			var pk, by uint64
-			if strings.HasPrefix(line, "[") {
-				end := strings.IndexByte(line, ']')
-				if end < 0 {
-					return nil, fmt.Errorf("line %d: unterminated counters", n)
-				}
-				a, b, _ := strings.Cut(line[1:end], ":")
-				pk, _ = strconv.ParseUint(a, 10, 64)
-				by, _ = strconv.ParseUint(b, 10, 64)
-				line = strings.TrimSpace(line[end+1:])
-			}
-			words, err := Split(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n, err)
-			}
-			if len(words) < 2 || (words[0] != "-A" && words[0] != "--append" && words[0] != "-I") {
-				return nil, fmt.Errorf("line %d: not an iptables-save line: %q", n, truncate(line))
-			}
-			t := r.table(orNat(table))
-			c := t.chain(words[1])
-			c.Rules = append(c.Rules, &Rule{Text: line, Args: words[2:], Packets: pk, Bytes: by})
+			lastRule.table, lastRule.chain, lastRule.line = table, f[1], n
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	if len(loose) > 0 {
+		// `iptables -S` states each built-in chain's policy (-P): a whole table, like a header.
+		for _, line := range loose {
+			if strings.HasPrefix(line, "-P ") {
+				sawHeader, declaresBuiltin = true, true
+			}
+		}
+		t := headerless
+		if t == "" {
+			var why string
+			t, why = guessTable(loose, false)
+			r.TableGuess = "table " + t + ": " + why
+		}
+		lastChain := ""
+		for i, line := range loose {
+			isRule, err := r.saveLine(t, line)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", i+1, err)
+			}
+			if isRule {
+				f, _ := Split(line)
+				lastChain = f[1]
+			}
+		}
+		// `iptables -S` prints every chain's -N first, then their rules chain by chain in the same order, and
+		// no end mark: the chains declared after the last one printed, and that one's end, may be cut off.
+		if declaresBuiltin && lastChain != "" {
+			tb := r.Tables[t]
+			after := false
+			for _, name := range tb.Order {
+				c := tb.Chains[name]
+				if name == lastChain {
+					after, c.Cut = true, true
+				} else if after && len(c.Rules) == 0 && !builtin(t, name) {
+					c.Cut = true
+				}
+			}
+		}
+	}
 	if len(r.Tables) == 0 {
 		return nil, fmt.Errorf("no iptables rules in the input")
 	}
-	r.Partial = !sawHeader
+	// A table whose COMMIT never came was cut (pasted from an issue, a terminal's scrollback): its last rule
+	// may be cut mid-line, and what came after it is missing. That rule goes, and the chains it and the empty
+	// chains declared before the cut were in are marked, so that a walk reaching their end says so.
+	if sawHeader && table != "" && !committed[table] {
+		t := r.Tables[table]
+		r.Cut = table
+		if lastRule.table == table {
+			c := t.Chains[lastRule.chain]
+			c.Rules = c.Rules[:len(c.Rules)-1]
+			c.Cut = true
+			for _, name := range t.Order {
+				if t.Chains[name].Cut || len(t.Chains[name].Rules) == 0 {
+					t.Chains[name].Cut = true
+				}
+			}
+		} else {
+			for _, c := range t.Chains {
+				c.Cut = len(c.Rules) == 0 || c.Cut
+			}
+		}
+	}
+	// kube-proxy's restore input (and `iptables-save | grep`) holds its own chains, not the built-in ones
+	// that jump to them: a fragment of the table.
+	r.Partial = !sawHeader || !declaresBuiltin && r.HasKubeProxy() && !r.jumpsFromBuiltin()
 	if r.Partial {
 		r.completeKubeProxy()
 	}
 	return r, nil
+}
+
+// saveLine reads one line of a table: a chain declaration, a rule (-A, -I), or `iptables -S` / restore
+// commands (-P, -N, -X, -F). isRule says whether it added a rule.
+func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
+	t := r.table(table)
+	if strings.HasPrefix(line, ":") {
+		f := strings.Fields(line[1:])
+		if len(f) == 0 {
+			return false, fmt.Errorf("empty chain declaration")
+		}
+		c := t.chain(f[0])
+		if len(f) > 1 && f[1] != "-" {
+			c.Policy = f[1]
+		}
+		return false, nil
+	}
+	var pk, by uint64
+	if strings.HasPrefix(line, "[") {
+		end := strings.IndexByte(line, ']')
+		if end < 0 {
+			return false, fmt.Errorf("unterminated counters")
+		}
+		a, b, _ := strings.Cut(line[1:end], ":")
+		pk, _ = strconv.ParseUint(a, 10, 64)
+		by, _ = strconv.ParseUint(b, 10, 64)
+		line = strings.TrimSpace(line[end+1:])
+	}
+	words, err := Split(line)
+	if err != nil {
+		return false, err
+	}
+	if len(words) < 2 {
+		return false, fmt.Errorf("not an iptables-save line: %q", truncate(line))
+	}
+	switch words[0] {
+	case "-A", "--append":
+		c := t.chain(words[1])
+		c.Rules = append(c.Rules, &Rule{Text: line, Args: words[2:], Packets: pk, Bytes: by})
+		return true, nil
+	case "-I", "--insert":
+		// -I CHAIN [N] rule: N is 1-based, 1 when left out.
+		c := t.chain(words[1])
+		args, at := words[2:], 0
+		if len(args) > 0 {
+			if v, err := strconv.Atoi(args[0]); err == nil && v >= 1 {
+				args, at = args[1:], min(v-1, len(c.Rules))
+			}
+		}
+		c.Rules = slices.Insert(c.Rules, at, &Rule{Text: line, Args: args, Packets: pk, Bytes: by})
+		return true, nil
+	case "-P", "--policy":
+		if len(words) < 3 {
+			return false, fmt.Errorf("policy without a verdict: %q", truncate(line))
+		}
+		t.chain(words[1]).Policy = words[2]
+		return false, nil
+	case "-N", "--new-chain":
+		t.chain(words[1])
+		return false, nil
+	case "-F", "--flush":
+		if c, ok := t.Chains[words[1]]; ok {
+			c.Rules = nil
+		}
+		return false, nil
+	case "-X", "--delete-chain":
+		if c, ok := t.Chains[words[1]]; ok && len(c.Rules) == 0 && !builtin(table, c.Name) {
+			delete(t.Chains, c.Name)
+			t.Order = slices.DeleteFunc(t.Order, func(n string) bool { return n == c.Name })
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("not an iptables-save line: %q", truncate(line))
+}
+
+// jumpsFromBuiltin says whether any built-in chain of the nat table has a rule.
+func (r *Rules) jumpsFromBuiltin() bool {
+	nat, ok := r.Tables["nat"]
+	if !ok {
+		return false
+	}
+	for _, name := range builtins["nat"] {
+		if c, ok := nat.Chains[name]; ok && len(c.Rules) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// guessTable names the table of lines no `*table` header or `-t` option placed: nat when its chains or
+// targets are nat's only (PREROUTING, POSTROUTING, DNAT, SNAT, MASQUERADE, kube-proxy's Service chains),
+// filter when they are filter's only (FORWARD, REJECT, kube-proxy's firewall chains); else nat for iptables-save
+// lines (`iptables-save | grep` of a Service is its nat rules) and filter for a listing (plain `iptables -L`).
+// why says what decided it, for the read-as note.
+func guessTable(lines []string, listing bool) (table, why string) {
+	var nat, filter string
+	for _, l := range lines {
+		for _, w := range strings.Fields(l) {
+			switch {
+			case nat == "" && (w == "PREROUTING" || w == "POSTROUTING" || w == "DNAT" || w == "SNAT" || w == "MASQUERADE" ||
+				w == "REDIRECT" || w == "KUBE-MARK-MASQ" || strings.HasPrefix(w, "KUBE-SVC-") || strings.HasPrefix(w, "KUBE-SEP-") ||
+				strings.HasPrefix(w, "KUBE-EXT-") || strings.HasPrefix(w, "KUBE-SVL-") || strings.HasPrefix(w, "KUBE-XLB-") ||
+				strings.HasPrefix(w, "KUBE-FW-") || w == "KUBE-POSTROUTING"):
+				nat = w
+			case filter == "" && (w == "FORWARD" || w == "REJECT" || w == "KUBE-FORWARD" || w == "KUBE-FIREWALL" ||
+				w == "KUBE-PROXY-FIREWALL" || w == "KUBE-EXTERNAL-SERVICES"):
+				filter = w
+			}
+		}
+	}
+	switch {
+	case nat != "" && filter == "":
+		return "nat", "no table named; " + nat + " is nat's"
+	case filter != "" && nat == "":
+		return "filter", "no table named; " + filter + " is filter's"
+	case listing:
+		return "filter", "no table named: `iptables -L` lists filter"
+	}
+	return "nat", "no table named: taken as nat, where kube-proxy's Service rules are"
 }
 
 func orNat(t string) string {

@@ -69,6 +69,10 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			return netfilter.Unknown
 		}
 		f := &stack[len(stack)-1]
+		if f.next >= len(f.chain.Rules) && f.chain.Cut {
+			w.Missing("the rest of %s/%s: the input ends inside table %s (no COMMIT: cut?)", t.Name, f.chain.Name, t.Name)
+			return netfilter.Unknown
+		}
 		if f.next >= len(f.chain.Rules) {
 			stack = stack[:len(stack)-1]
 			if len(stack) == 0 {
@@ -95,6 +99,11 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Service: m.service}
 		matched, reason, prob := m.evaluate(w)
 		h.Matched, h.Reason, h.Probability = matched, reason, prob
+		if m.unknown != "" {
+			w.Add(h)
+			w.Missing("%s (%s/%s rule %d)", m.unknown, t.Name, f.chain.Name, idx+1)
+			return netfilter.Unknown
+		}
 		if rule.Assumed {
 			w.Note("the input did not contain %s/%s; the trace assumes kube-proxy's usual rules there", t.Name, f.chain.Name)
 		}

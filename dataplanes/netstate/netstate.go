@@ -136,9 +136,13 @@ func ParseRoutes(data []byte) ([]Route, error) {
 func FromLocalAddresses(addrs []netip.Addr) State {
 	s := State{Routes: []Route{{Table: "local", Type: "local", Dst: netip.MustParsePrefix("127.0.0.0/8"), Dev: "lo"}}}
 	s.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
+	// The default route: a dump does not say where the node sends what is not its own; eth0 is assumed (and
+	// the trace says so), not "no route".
+	def := Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Dev: "eth0"}
 	if len(addrs) > 0 {
-		s.Routes = append(s.Routes, Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Dev: "eth0", PrefSrc: addrs[0]})
+		def.PrefSrc = addrs[0]
 	}
+	s.Routes = append(s.Routes, def)
 	s.Addresses = append(s.Addresses, Address{Dev: "lo", Prefix: netip.MustParsePrefix("127.0.0.1/8")})
 	for _, a := range addrs {
 		s.Routes = append(s.Routes, Route{Table: "local", Type: "local", Dst: netip.PrefixFrom(a, 32), Dev: "eth0"})

@@ -37,6 +37,8 @@ type Snapshot struct {
 	Kubernetes *Kubernetes    `json:"kubernetes,omitempty"`
 	// Missing says what could not be collected, and why.
 	Missing []string `json:"missing,omitempty"`
+	// Read says, for a pasted dump, what was stripped around it and how each output in it was read.
+	Read []string `json:"read,omitempty"`
 }
 
 // Part is an engine's part, nil when the snapshot has none.

@@ -22,6 +22,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/paste"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 )
 
@@ -39,12 +40,14 @@ type Request struct {
 	Sport uint16
 }
 
-// Load reads what `trace --snapshot` accepts: a k8sguide snapshot (either version), or a dump one of the engines
-// recognises (see each engine's Sniff: iptables-save whole or a fragment, `iptables -L -n [-v]` listings, `nft list
-// ruleset` or `nft -j list ruleset` output, `ipvsadm -Ln`). Raw dumps say nothing about the node's addresses: local
-// lists what the node owns (addrtype LOCAL / fib daddr type local).
+// Load reads what `trace --snapshot` accepts: a k8sguide snapshot (either version), or what people paste: one or
+// more tools' outputs the engines recognise (see each engine's Sniff: iptables-save whole or a fragment,
+// `iptables -S`, `iptables -L [-n] [-v]` listings, `nft list ruleset` or `nft -j list ruleset` output, `ipvsadm
+// -L[n]`), with what surrounds them (prompts, command lines, fences, log prefixes) removed by the paste front
+// end. Raw dumps say little about the node's addresses: local lists what the node owns (addrtype LOCAL / fib
+// daddr type local), to which the dumps add what they show (IPVS virtual servers).
 func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
-	trimmed := bytes.TrimSpace(data)
+	trimmed := bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\ufeff")))
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("the input is empty")
 	}
@@ -57,24 +60,105 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			}
 			return s, nil
 		case errors.Is(err, snapshot.ErrNotSnapshot):
+			for _, e := range engines.All {
+				sn, ok, err := e.Sniff(trimmed)
+				if !ok {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part},
+					Net: netstate.FromLocalAddresses(append(local, sn.Local...)), Read: []string{"read as: " + strings.Join(sn.ReadAs, ", ")}}, nil
+			}
+			return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 		case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
 			return nil, fmt.Errorf("the input looks like JSON but does not parse as a snapshot or nft -j output: %v", err)
 		default:
 			return nil, err
 		}
 	}
+	p := paste.Clean(string(data))
+	if len(p.Outputs) == 1 && strings.HasPrefix(strings.TrimSpace(p.Outputs[0].Text), "{") && len(p.Stripped) > 0 {
+		// JSON inside fences or after a command line.
+		return Load([]byte(p.Outputs[0].Text), local)
+	}
+	if len(p.Outputs) == 0 {
+		if len(p.Skipped) > 0 {
+			return nil, fmt.Errorf("the input holds no dump k8sguide reads, only the output of %s", quoteAll(p.Skipped))
+		}
+		return nil, fmt.Errorf("the input holds no dump k8sguide reads")
+	}
 	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
-	for _, e := range sniffers {
-		sn, ok, err := e.Sniff(data)
-		if !ok {
+	outputs := map[dataplanes.Name][]paste.Output{}
+	var order []dataplanes.Engine
+	var readAs []string
+	for _, o := range p.Outputs {
+		read := false
+		for _, e := range sniffers {
+			sn, ok, err := e.Sniff([]byte(o.WithCommand()))
+			if !ok {
+				continue
+			}
+			if err != nil {
+				where := fmt.Sprintf("line %d", o.Line)
+				if o.Command != "" {
+					where = fmt.Sprintf("the output of `%s` (line %d)", o.Command, o.Line)
+				}
+				if len(p.Outputs) == 1 && len(p.Stripped) == 0 {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+			if len(outputs[e.Name()]) == 0 {
+				order = append(order, e)
+			}
+			outputs[e.Name()] = append(outputs[e.Name()], o)
+			readAs = append(readAs, sn.ReadAs...)
+			local = append(local, sn.Local...)
+			read = true
+			break
+		}
+		if !read {
+			return nil, fmt.Errorf("line %d: no reader for this output (`%s`)", o.Line, o.Command)
+		}
+	}
+	s := &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{}}
+	for _, e := range order {
+		outs := outputs[e.Name()]
+		if len(outs) == 1 {
+			sn, _, _ := e.Sniff([]byte(outs[0].WithCommand()))
+			s.Engines[e.Name()] = sn.Part
 			continue
 		}
-		if err != nil {
-			return nil, err
+		// One part per engine: its outputs together, each after its command line.
+		var all []string
+		for _, o := range outs {
+			all = append(all, o.WithCommand())
 		}
-		return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part}, Net: netstate.FromLocalAddresses(local)}, nil
+		sn, ok, err := e.Sniff([]byte(strings.Join(all, "\n")))
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s outputs read one by one but not together: %v", e.Name(), err)
+		}
+		s.Engines[e.Name()] = sn.Part
 	}
-	return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
+	s.Net = netstate.FromLocalAddresses(local)
+	if len(p.Stripped) > 0 {
+		s.Read = append(s.Read, "stripped: "+strings.Join(p.Stripped, ", "))
+	}
+	if len(p.Skipped) > 0 {
+		s.Read = append(s.Read, "left out: the output of "+quoteAll(p.Skipped)+" (no dump k8sguide reads)")
+	}
+	s.Read = append(s.Read, "read as: "+strings.Join(readAs, ", "))
+	return s, nil
+}
+
+func quoteAll(cmds []string) string {
+	q := make([]string, len(cmds))
+	for i, c := range cmds {
+		q[i] = "`" + c + "`"
+	}
+	return strings.Join(q, ", ")
 }
 
 // LoadFile is Load of a file, or of in when path is "-" (what `--snapshot FILE` reads); a parse error names
@@ -170,6 +254,16 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 		}
 		if op.Serves && (o.dataplane == "" || slices.Contains(op.Supersedes, o.dataplane)) {
 			o.dataplane = e.Name()
+		}
+	}
+	if o.dataplane == "" {
+		// No part serves Services (a filter table alone, another component's chains): the dataplane is still the
+		// one whose rules the trace walks, never "".
+		for _, e := range engines.All {
+			if s.Part(e.Name()) != nil {
+				o.dataplane = e.Name()
+				break
+			}
 		}
 	}
 	o.walker = walkers[o.dataplane]
@@ -278,6 +372,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 			}
 		}
 		t.Finish()
+		t.Notes = append(slices.Clone(s.Read), t.Notes...)
 		if t.Service == "" {
 			t.Service = serviceAt(s, flow) // map lookups carry no comment
 		}
@@ -297,6 +392,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Finish()
+	t.Notes = append(slices.Clone(s.Read), t.Notes...)
 	if t.Service == "" {
 		t.Service = serviceAt(s, flow)
 	}

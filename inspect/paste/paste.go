@@ -1,0 +1,348 @@
+// Package paste is the front end of `trace --snapshot` for what people paste: a tool's output as it came off a
+// terminal, an issue or a log. It removes what surrounds the dumps (a byte-order mark, markdown fences, shell
+// prompts and command lines, kube-proxy's and journald's log prefixes) and splits a paste that holds several
+// commands' outputs into one Output each, so that each is read by its own reader. It knows the shapes of the
+// tools' outputs only well enough to tell where one ends; reading them is the engines' job.
+package paste
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Output is one command's output in a paste.
+type Output struct {
+	// Command is the command line that printed it, as pasted, without the prompt ("" when the paste does not
+	// show it). Wrappers that run it elsewhere (sudo, kubectl exec … --, docker exec NODE, ip netns exec NS)
+	// are kept: the reader looks for the tool's own words.
+	Command string
+	// Text is the output's lines.
+	Text string
+	// Line is where the output starts in the paste (1-based), for messages.
+	Line int
+}
+
+// Tool is the dump tool the command runs ("iptables-save", "ipvsadm", "nft", …; "" when the command line
+// names none of them).
+func (o Output) Tool() string {
+	_, tool, _ := commandTool(o.Command)
+	return tool
+}
+
+// Text is the output with its command line first ("$ COMMAND"), the form engines' readers take (see
+// dataplanes.Engine.Sniff).
+func (o Output) WithCommand() string {
+	if o.Command == "" {
+		return o.Text
+	}
+	return "$ " + o.Command + "\n" + o.Text
+}
+
+// Paste is a paste cleaned and split.
+type Paste struct {
+	Outputs []Output
+	// Stripped says what was removed around the dumps ("a UTF-8 byte-order mark", "markdown fences", …).
+	Stripped []string
+	// Skipped names outputs of commands that print no dump k8sguide reads (`kubectl get svc`), left out.
+	Skipped []string
+}
+
+// Clean removes what surrounds the dumps in data and splits it into outputs.
+func Clean(data string) Paste {
+	var p Paste
+	strip := func(what string) {
+		for _, s := range p.Stripped {
+			if s == what {
+				return
+			}
+		}
+		p.Stripped = append(p.Stripped, what)
+	}
+	if t, ok := strings.CutPrefix(data, "\ufeff"); ok {
+		data = t
+		strip("a UTF-8 byte-order mark")
+	}
+	if strings.Contains(data, "\r\n") {
+		data = strings.ReplaceAll(data, "\r\n", "\n")
+	}
+	lines := strings.Split(data, "\n")
+	lines, fenced := unfence(lines)
+	if fenced {
+		strip("markdown fences (and the text outside them)")
+	}
+	var n int
+	if lines, n = unprefix(lines, strip); n > 0 {
+		strip(fmt.Sprintf("log prefixes on %d lines (and kube-proxy's log messages)", n))
+	}
+	lines = unquoteLogged(lines, strip)
+
+	cur := Output{Line: 1}
+	var text []string
+	flush := func() {
+		body := strings.Join(text, "\n")
+		if strings.TrimSpace(body) != "" || cur.Command != "" {
+			cur.Text = body
+			if cur.Command != "" && !dumpTool(cur.Command) {
+				p.Skipped = append(p.Skipped, cur.Command)
+			} else if strings.TrimSpace(body) != "" {
+				p.Outputs = append(p.Outputs, cur)
+			}
+		}
+		text = nil
+	}
+	format := ""
+	for i, l := range lines {
+		if cmd, ok := commandLine(l); ok {
+			flush()
+			cur = Output{Command: cmd, Line: i + 2}
+			format = ""
+			if strings.Contains(l, "$") || strings.Contains(l, "#") || strings.Contains(l, ">") {
+				strip("shell prompts and command lines")
+			} else {
+				strip("command lines")
+			}
+			continue
+		}
+		// Outputs pasted one after another without their commands: a line only one tool prints at the start
+		// of its output begins another.
+		if f := startOf(l); f != "" {
+			if format != "" && f != format && strings.TrimSpace(strings.Join(text, "")) != "" {
+				flush()
+				cur = Output{Line: i + 1}
+			}
+			format = f
+		}
+		if len(text) == 0 && strings.TrimSpace(l) == "" {
+			cur.Line = i + 2
+			continue
+		}
+		text = append(text, l)
+	}
+	flush()
+	return p
+}
+
+// unfence keeps what is inside markdown fences (``` or ~~~ lines) when the paste has any: text outside them is
+// the issue's prose. An unclosed fence runs to the end.
+func unfence(lines []string) ([]string, bool) {
+	isFence := func(l string) bool {
+		t := strings.TrimSpace(l)
+		t = strings.TrimLeft(t, "`")
+		return (strings.HasPrefix(strings.TrimSpace(l), "```") || strings.HasPrefix(strings.TrimSpace(l), "~~~")) && !strings.ContainsAny(t, " \t")
+	}
+	has := false
+	for _, l := range lines {
+		if isFence(l) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		// A single stray backtick opening a pasted block (`[user@host ~]$ …) is part of the same habit.
+		if len(lines) > 0 && strings.HasPrefix(lines[0], "`") && !strings.HasPrefix(lines[0], "``") {
+			lines[0] = lines[0][1:]
+			return lines, true
+		}
+		return lines, false
+	}
+	var out []string
+	in := false
+	for _, l := range lines {
+		if isFence(l) {
+			in = !in
+			if !in {
+				out = append(out, "") // keep blocks apart
+			}
+			continue
+		}
+		if in {
+			out = append(out, l)
+		}
+	}
+	return out, true
+}
+
+// Log prefixes: klog's (`I0510 12:00:00.000000       1 proxier.go:1234] `) and journald's (`Nov 14 11:06:11
+// HOSTNAME kube-proxy[12085]: `), which kube-proxy's logs carry on every line they print.
+var (
+	klogPrefix     = regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] ?`)
+	journaldPrefix = regexp.MustCompile(`^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(\[\d+\])?: ?`)
+	// kubectl logs --timestamps, and container runtimes' log files.
+	timestampPrefix = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) (stdout|stderr)? ?[FP]? ?`)
+)
+
+// unprefix removes log prefixes in place and returns how many lines had one. A line klog printed is a log
+// message, not a dump's line, unless it carries the restore input (see unquoteLogged): it is dropped, and a
+// failed restore is said.
+func unprefix(lines []string, strip func(string)) ([]string, int) {
+	n := 0
+	out := lines[:0]
+	for _, l := range lines {
+		orig := l
+		for _, re := range []*regexp.Regexp{timestampPrefix, journaldPrefix} {
+			if m := re.FindString(l); m != "" {
+				l = l[len(m):]
+			}
+		}
+		if m := klogPrefix.FindString(l); m != "" {
+			l = l[len(m):]
+			if !strings.Contains(l, "Restoring iptables") {
+				if strings.Contains(l, "Failed to execute iptables-restore") {
+					strip("kube-proxy's log says its iptables-restore failed: these rules may never have been loaded")
+				}
+				n++
+				continue
+			}
+		}
+		if l != orig {
+			n++
+		}
+		out = append(out, l)
+	}
+	return out, n
+}
+
+// unquoteLogged turns kube-proxy's logged restore input back into lines: `Restoring iptables rules: *filter`
+// (before 1.21 the rules follow on their own lines) and the structured `"Restoring iptables" rules="*filter\n…"`
+// (one line, quoted). Log messages between them are dropped when the paste is a log.
+func unquoteLogged(lines []string, strip func(string)) []string {
+	var out []string
+	logged := false
+	for _, l := range lines {
+		if i := strings.Index(l, "Restoring iptables rules: "); i >= 0 {
+			logged = true
+			out = append(out, l[i+len("Restoring iptables rules: "):])
+			continue
+		}
+		if i := strings.Index(l, ` rules="`); i >= 0 && strings.Contains(l, "Restoring iptables") {
+			if s, err := strconv.Unquote(strings.TrimSpace(l[i+len(" rules="):])); err == nil {
+				logged = true
+				out = append(out, strings.Split(s, "\n")...)
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	if logged {
+		strip("kube-proxy's log of its restore input")
+	}
+	return out
+}
+
+// startOf says which tool's output a line begins ("" for a line any output may hold).
+func startOf(l string) string {
+	t := strings.TrimSpace(l)
+	switch {
+	case strings.HasPrefix(t, "IP Virtual Server version"):
+		return "ipvsadm"
+	case strings.HasPrefix(t, "Name: ") && !strings.Contains(t, "  "):
+		return "ipset"
+	case strings.HasPrefix(t, "# Generated by iptables"), strings.HasPrefix(t, "# Generated by ip6tables"):
+		return "iptables-save"
+	case strings.HasPrefix(t, "Chain ") && strings.Contains(t, "("):
+		return "iptables -L"
+	case strings.HasPrefix(t, "table ") && strings.HasSuffix(t, "{"):
+		return "nft"
+	}
+	return ""
+}
+
+// Prompts: `user@host:~$ `, `root@node:~# `, `[root@vm01 ~]# `, `controlplane $ `, `sh-4.2# `, `$ `, `# `.
+var prompt = regexp.MustCompile(`^\s*(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?|[\w.-]+-[\d.]+|[\w.-]+ ?(?::\S*)?)?\s?[$#%]\s+`)
+
+// commandLine says whether l is a shell command line (a prompt and a command, or a bare command naming a dump
+// tool) and returns the command.
+func commandLine(l string) (string, bool) {
+	t := strings.TrimSpace(l)
+	if t == "" {
+		return "", false
+	}
+	rest := t
+	bare := true
+	if m := prompt.FindString(l); m != "" {
+		rest = strings.TrimSpace(l[len(m):])
+		bare = false
+	}
+	if rest == "" {
+		return "", false
+	}
+	// A trailing shell comment (`ipvsadm -Ln   # list the rules`) is not the command's.
+	if i := strings.Index(rest, " #"); i > 0 {
+		rest = strings.TrimSpace(rest[:i])
+	}
+	words, tool, _ := commandTool(rest)
+	if len(words) == 0 {
+		return "", false
+	}
+	if tool != "" {
+		return rest, true
+	}
+	// Without a dump tool, only a prompt with a command a shell runs is a command line: `# Generated by
+	// iptables-save` and `# Completed on …` are iptables-save's comments, `$` starts no rule.
+	if bare || !commonCommand(words[0]) {
+		return "", false
+	}
+	return rest, true
+}
+
+// The tools whose output k8sguide reads, and the short aliases of them the guide uses.
+var dumpTools = map[string]bool{
+	"iptables": true, "iptables-save": true, "iptables-legacy": true, "iptables-legacy-save": true,
+	"iptables-nft": true, "iptables-nft-save": true, "ip6tables": true, "ip6tables-save": true,
+	"ip6tables-legacy-save": true, "ip6tables-nft-save": true, "nft": true, "ipvsadm": true, "ipset": true,
+	"ipt": true, "ips": true, "ipv": true,
+}
+
+// dumpTool says whether a command runs a tool whose output k8sguide reads.
+func dumpTool(cmd string) bool {
+	_, tool, _ := commandTool(cmd)
+	return tool != ""
+}
+
+// commandTool splits a command into words and finds the dump tool it runs: its first word, or past a wrapper
+// that runs it elsewhere (sudo, kubectl exec … --, docker exec NODE, ip netns exec NS, nsenter …, chroot DIR);
+// pipe is what follows a `|`.
+func commandTool(cmd string) (words []string, tool string, pipe string) {
+	if i := strings.Index(cmd, "|"); i >= 0 {
+		cmd, pipe = cmd[:i], strings.TrimSpace(cmd[i+1:])
+	}
+	words = strings.Fields(cmd)
+	if len(words) == 0 {
+		return nil, "", pipe
+	}
+	base := func(w string) string { return w[strings.LastIndexByte(w, '/')+1:] }
+	if dumpTools[base(words[0])] {
+		return words, base(words[0]), pipe
+	}
+	if !wrappers[base(words[0])] {
+		return words, "", pipe
+	}
+	for _, w := range words[1:] {
+		if dumpTools[base(w)] {
+			return words, base(w), pipe
+		}
+	}
+	return words, "", pipe
+}
+
+// wrappers run the command after them, maybe elsewhere.
+var wrappers = map[string]bool{
+	"sudo": true, "kubectl": true, "k": true, "docker": true, "podman": true, "crictl": true, "ctr": true,
+	"nsenter": true, "ip": true, "chroot": true, "env": true, "time": true, "watch": true, "sh": true, "bash": true,
+	"oc": true, "nerdctl": true, "k3s": true, "microk8s": true, "minikube": true,
+}
+
+// commonCommand says whether a word is a command people run beside the dumps (and paste with them).
+func commonCommand(w string) bool {
+	switch w {
+	case "kubectl", "k", "sudo", "which", "yum", "apt", "apt-get", "dnf", "ls", "cat", "docker", "crictl", "ip",
+		"ss", "netstat", "curl", "wget", "echo", "grep", "systemctl", "journalctl", "uname", "k3s", "microk8s",
+		"minikube", "kind", "conntrack", "tcpdump", "modprobe", "lsmod", "sysctl", "ping", "dig", "nslookup",
+		"export", "cd", "watch", "telnet", "nc", "lsb_release", "hostname", "ifconfig", "route", "arp",
+		"iptables-restore", "nsenter", "ctr", "helm", "kubeadm", "cilium", "calicoctl", "sh", "bash", "su":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package tracer
+
+import (
+	"encoding/json"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+)
+
+// corpusCase is one dump of testdata/corpus with the packets whose answers were worked out by hand (see the
+// corpus README for where each dump came from).
+type corpusCase struct {
+	File    string `json:"file"`
+	Packets []struct {
+		Name       string             `json:"name"`
+		Dst        string             `json:"dst"`
+		Proto      string             `json:"proto"`
+		From       string             `json:"from"`
+		Src        string             `json:"src"`
+		Local      []string           `json:"local"`
+		Verdict    string             `json:"verdict"`
+		Endpoints  map[string]float64 `json:"endpoints"`
+		Masquerade *bool              `json:"masquerade"`
+		Unknown    string             `json:"unknown_because"`
+	} `json:"packets"`
+}
+
+// corpusPending names the corpus packets whose readers are not built yet (issue 18 is built over several
+// sessions), with what they wait for. Each is still traced: one that comes out right fails the test, so that it
+// is taken off this list.
+var corpusPending = map[string]string{
+	"02-k8s-v133-nftables-transaction-overall.txt|NodePort 3003 from outside":                                        "the nft -f transaction reader (knftables `add …` syntax)",
+	"02-k8s-v133-nftables-transaction-overall.txt|ClusterIP with two endpoints, from the node":                       "the nft -f transaction reader (knftables `add …` syntax)",
+	"02-k8s-v133-nftables-transaction-overall.txt|ClusterIP with no endpoints, from the node":                        "the nft -f transaction reader (knftables `add …` syntax)",
+	"03-k8s-v133-nftables-services-fragment.txt|ClusterIP from the node, fragment only":                              "the nft -f transaction reader (knftables `add …` syntax), and a fragment with no base chain being unknown",
+	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kube-dns ClusterIP UDP":                                                       "the nft -f transaction reader (knftables `add …` syntax)",
+	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kubernetes ClusterIP to the apiserver on the node":                            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|NodePort 30355 on the node address":                                "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|kubernetes ClusterIP to the apiserver on the node":                 "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"09-opsnull-ipvsadm-L-n-prompt.txt|NodePort 32429 with four endpoints":                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"09-opsnull-ipvsadm-L-n-prompt.txt|kubernetes ClusterIP, two apiservers, persistent":                             "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"10-k8s-81477-ipvsadm-ln-sctp.txt|SCTP NodePort 31514":                                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names, and SCTP",
+	"10-k8s-81477-ipvsadm-ln-sctp.txt|kube-dns ClusterIP UDP":                                                        "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"11-kube-router-415-ipvsadm-L-names.txt|Service port printed as a name (http = 80)":                              "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"11-kube-router-415-ipvsadm-L-names.txt|https virtual server to an http-alt endpoint":                            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"12-sealos-2108-ipset-list.txt|kube-dns ClusterIP known only from ipset":                                         "the `ipset list` reader",
+	"19-calico-8025-nft-list-ruleset-iptables-nft-k3s-fragment.txt|k3s kube-dns ClusterIP, iptables-nft chains only": "nft text that starts with a chain (a fragment of a table)",
+	"20-k3s-7219-nft-table-ip-filter-kube-router.txt|filter table only":                                              "an nft ruleset with no nat base chain being unknown for a Service",
+}
+
+// TestCorpus traces every hand-worked packet of the corpus of real dumps and compares the verdict, each
+// endpoint's chance and whether the source is masqueraded with the answer worked out by hand.
+func TestCorpus(t *testing.T) {
+	raw, err := os.ReadFile("testdata/corpus/cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []corpusCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	packets := 0
+	for _, c := range cases {
+		for _, p := range c.Packets {
+			packets++
+			name := strings.TrimSuffix(c.File, ".txt") + "/" + p.Name
+			t.Run(name, func(t *testing.T) {
+				var local []netip.Addr
+				for _, a := range p.Local {
+					local = append(local, netip.MustParseAddr(a))
+				}
+				pending, isPending := corpusPending[c.File+"|"+p.Name]
+				problem := func() string {
+					s, err := LoadFile(filepath.Join("testdata/corpus", c.File), nil, local)
+					if err != nil {
+						return err.Error()
+					}
+					req := Request{Dst: p.Dst, Proto: p.Proto, From: p.From}
+					if p.From != "node" {
+						req.Src = p.Src
+					}
+					tr, err := Trace(s, req)
+					if err != nil {
+						return err.Error()
+					}
+					return corpusMismatch(tr, p.Verdict, p.Endpoints, p.Masquerade)
+				}()
+				switch {
+				case isPending && problem == "":
+					t.Errorf("comes out right now: take it off corpusPending (%s)", pending)
+				case isPending:
+					t.Skipf("pending (%s): %s", pending, problem)
+				case problem != "":
+					t.Error(problem)
+				}
+			})
+		}
+	}
+	if packets < 30 {
+		t.Errorf("the corpus has %d packets; issue 18 asks for at least 20 dumps with one or two each", packets)
+	}
+}
+
+// corpusMismatch says how a trace differs from the hand-worked answer ("" when it does not).
+func corpusMismatch(tr *trace.Trace, verdict string, endpoints map[string]float64, masq *bool) string {
+	if tr.Verdict != verdict {
+		return "verdict " + tr.Verdict + ", want " + verdict + missingOf(tr)
+	}
+	if verdict == trace.Unknown {
+		if len(tr.Missing) == 0 {
+			return "an unknown verdict must name what is missing"
+		}
+		return ""
+	}
+	got := map[string]float64{}
+	for _, e := range tr.Endpoints {
+		got[e.Addr()] = e.Probability
+	}
+	for addr, want := range endpoints {
+		if math.Abs(got[addr]-want) > 1e-4 {
+			return "endpoints " + jsonOf(got) + ", want " + jsonOf(endpoints)
+		}
+	}
+	if len(got) != len(endpoints) {
+		return "endpoints " + jsonOf(got) + ", want " + jsonOf(endpoints)
+	}
+	if masq != nil {
+		for _, p := range tr.Paths {
+			if p.Verdict != trace.Delivered {
+				continue
+			}
+			masqueraded := false
+			for _, h := range p.Hops {
+				masqueraded = masqueraded || h.Matched && (strings.HasPrefix(h.Verdict, "masquerade") || strings.HasPrefix(h.Verdict, "snat"))
+			}
+			if masqueraded != *masq {
+				return "path to " + jsonOf(p.Endpoint) + ": source seen " + p.SNAT + ", want masquerade " + jsonOf(*masq)
+			}
+		}
+	}
+	return ""
+}
+
+func missingOf(tr *trace.Trace) string {
+	if len(tr.Missing) == 0 {
+		return ""
+	}
+	return " (missing: " + strings.Join(tr.Missing, "; ") + ")"
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
