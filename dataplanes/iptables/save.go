@@ -105,7 +105,7 @@ func parseSave(text, headerless string) (*Rules, error) {
 			loose = append(loose, line)
 			continue
 		}
-		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:]+" x")[0]) {
+		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:] + " x")[0]) {
 			declaresBuiltin = true
 		}
 		isRule, err := r.saveLine(table, line)
