@@ -183,7 +183,7 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 				how += " --random"
 			}
 			h.Changes = append(h.Changes, w.Masquerade(how, random))
-			h.Verdict = "masquerade to " + w.Pkt.Src.String()
+			h.Verdict = "masquerade to " + w.MasqueradedTo()
 			if random {
 				h.Changes = append(h.Changes, fmt.Sprintf("source port chosen at random (%s)", strings.TrimPrefix(how, "MASQUERADE ")))
 			}

@@ -6,6 +6,7 @@
 package netfilter
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -120,6 +121,8 @@ type Walk struct {
 	// masqHow is the masquerading rule's words for what it does; masqRandomPort, whether it picks the port.
 	masqHow        string
 	masqRandomPort bool
+	// masqUnknown, when set, is what the source was masqueraded to in words: the node's address is not known.
+	masqUnknown string
 	natDone        map[string]bool // "dst"/"src" translations set up for this flow
 	egress         string
 	ctDone         bool // conntrack has looked the packet up (after raw, before everything else)
@@ -259,7 +262,24 @@ func (w *Walk) Masquerade(how string, randomPort bool) string {
 	src := w.masqueradeSource()
 	w.masq = true
 	w.masqHow, w.masqRandomPort = how, randomPort
+	if !src.IsValid() {
+		// A pasted dump without the node's addresses: the packet takes the address of its output interface,
+		// which the input does not say. Never print the client's own address (or none) in its place.
+		w.masqUnknown = fmt.Sprintf("%s's address (not in the input: --local-addresses)", cmp.Or(w.Pkt.Oif, "the output interface"))
+		w.natDone["src"] = true
+		w.Pkt.CtState = appendState(w.Pkt.CtState, "SNAT")
+		w.Note("masquerade: the source becomes the node's address on %s, which the input does not hold (pass --local-addresses)", cmp.Or(w.Pkt.Oif, "its output interface"))
+		return "source " + w.Pkt.Src.String() + " -> " + w.masqUnknown
+	}
 	return w.SNAT(src)
+}
+
+// MasqueradedTo is the source a masquerade gave the packet, in words when the node's address is not known.
+func (w *Walk) MasqueradedTo() string {
+	if w.masqUnknown != "" {
+		return w.masqUnknown
+	}
+	return w.Pkt.Src.String()
 }
 
 // SNAT translates the source address.
@@ -379,6 +399,12 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 				p.Endpoint = e
 			}
 			p.Reply = w.reply(flow)
+			if w.masqUnknown != "" {
+				p.SNAT = w.masqUnknown
+				old := w.Pkt.Src.String() + ":"
+				p.Reply.To = strings.Replace(p.Reply.To, old, w.masqUnknown+":", 1)
+				p.Reply.Text = strings.Replace(p.Reply.Text, old, w.masqUnknown+":", 1)
+			}
 		}
 		return p, ct
 	}

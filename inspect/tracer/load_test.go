@@ -98,3 +98,36 @@ func TestSnapshotBinaryBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestIfaces: rules on -i/-o decide by the interfaces the trace assumes for a dump that names none; the note says
+// which, and --in-iface/--out-iface change them (before, eth0 was assumed and never said).
+func TestIfaces(t *testing.T) {
+	dump := "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A PREROUTING -i cbr0 -j RETURN\n-A PREROUTING -d 10.96.0.10/32 -p tcp -j DNAT --to-destination 10.244.0.2:53\n" +
+		"-A POSTROUTING -o eth1 -j MASQUERADE\nCOMMIT\n"
+	s, err := Load([]byte(dump), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in, out    string
+		translated bool
+		snat       string
+		note       string
+	}{
+		{"", "", true, "198.51.100.7", "interfaces assumed: the packet arrives on eth0 and leaves by eth0"},
+		{"", "eth1", true, "", "interfaces as given: the packet arrives on eth0 and leaves by eth1"},
+		{"cbr0", "", false, "198.51.100.7", "arrives on cbr0"},
+	} {
+		tr, err := Trace(s, Request{Dst: "10.96.0.10:53", Src: "198.51.100.7", InIface: tc.in, OutIface: tc.out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(tr.Endpoints) == 1) != tc.translated || tc.snat != "" && tr.SNAT != tc.snat || tc.snat == "" && tr.SNAT == "198.51.100.7" {
+			t.Errorf("in %q out %q: endpoints %v, snat %q", tc.in, tc.out, tr.Endpoints, tr.SNAT)
+		}
+		if !strings.Contains(strings.Join(tr.Notes, "\n"), tc.note) {
+			t.Errorf("in %q out %q: notes %q lack %q", tc.in, tc.out, tr.Notes, tc.note)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Request struct {
 	From  string // client (default), node, pod/NAME
 	// Sport fixes the source port when Src does not (verification uses a fresh one).
 	Sport uint16
+	// InIface and OutIface are, for a dump that does not say (no interfaces, no routes), where the packet
+	// arrives and where the node sends what is not its own ("": eth0, and the trace says it assumed so).
+	InIface, OutIface string
 }
 
 // Load reads what `trace --snapshot` accepts: a k8sguide snapshot (either version), or what people paste: one or
@@ -346,6 +350,33 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		} else {
 			origin.Iif = "eth0"
 		}
+		if req.InIface != "" {
+			origin.Iif = req.InIface
+		}
+	}
+	net := &s.Net
+	var assumed []string
+	if s.Read != nil {
+		// A pasted dump has no interfaces or routes: what rules on -i/-o (or iifname/oifname) see is assumed.
+		if req.OutIface != "" {
+			n := s.Net
+			n.Routes = slices.Clone(n.Routes)
+			for i, r := range n.Routes {
+				if r.Table != "local" {
+					n.Routes[i].Dev = req.OutIface
+				}
+			}
+			net = &n
+		}
+		in, out := origin.Iif, cmp.Or(req.OutIface, "eth0")
+		if origin.FromNode {
+			in = "(made on the node)"
+		}
+		how := "assumed"
+		if req.InIface != "" || req.OutIface != "" {
+			how = "as given"
+		}
+		assumed = append(assumed, fmt.Sprintf("interfaces %s: the packet arrives on %s and leaves by %s (the dump names none; --in-iface and --out-iface say otherwise)", how, in, out))
 	}
 	if op.opened == nil && op.err == nil {
 		op.opened, op.err = open(s)
@@ -379,7 +410,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		t.Service = qualifyService(s, t.Service, flow)
 		return t, nil
 	}
-	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, &s.Net, flow, origin, names)
+	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, net, flow, origin, names)
 	// A path that ends untranslated through parts that lack where Services are translated says nothing about
 	// the Service: it is unknown, not "forwarded without translation".
 	if len(o.missing) > 0 && t.Conntrack == nil {
@@ -392,7 +423,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Finish()
-	t.Notes = append(slices.Clone(s.Read), t.Notes...)
+	t.Notes = append(append(slices.Clone(s.Read), assumed...), t.Notes...)
 	if t.Service == "" {
 		t.Service = serviceAt(s, flow)
 	}

@@ -21,6 +21,7 @@ import (
 
 type flags struct {
 	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
+	InIface, OutIface                                            string
 	LocalAddresses                                               []string
 	Verify, Summary, Explain                                     bool
 }
@@ -51,7 +52,10 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if f.Explain && (format != "table" && format != "wide" || f.Verify || f.Summary) {
 				return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o %s, --verify or --summary", format)
 			}
-			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From}
+			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From, InIface: f.InIface, OutIface: f.OutIface}
+			if f.Snapshot == "" && (f.InIface != "" || f.OutIface != "") {
+				return fmt.Errorf("--in-iface and --out-iface apply to --snapshot input (a live node's own routes decide)")
+			}
 			if f.Snapshot != "" {
 				if f.Verify {
 					return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
@@ -123,9 +127,11 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
 	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst)")
-	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or iptables-save, iptables -L -n, nft list ruleset (or -j), ipvsadm -Ln output")
+	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or what iptables-save, -S or -L, nft list ruleset (or -j, or -f input), ipvsadm -L[n] printed, as pasted")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
+	fl.StringVar(&f.InIface, "in-iface", "", "with --snapshot: the interface the packet arrives on (default: the route back to its source, else eth0)")
+	fl.StringVar(&f.OutIface, "out-iface", "", "with --snapshot of a dump without routes: the interface the node sends it out of (default eth0)")
 	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), wide (every rule, whole), json, svg, html (a page: picture, table, JSON), dot")
 	fl.BoolVar(&f.Summary, "summary", false, "only the verdict, each endpoint with its chance and the source it sees, and the reply")
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
