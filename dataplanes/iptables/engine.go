@@ -93,7 +93,7 @@ func iptablesCommand(cmd string) bool {
 
 // commandForm reads what an iptables command prints: its table (-t; "" when not given), whether it lists
 // (-L, -nvL, --list) or prints rules (-S, iptables-save), and the command from the tool on, without a pipe.
-func commandForm(cmd string) (table string, listing, rules bool, shown string) {
+func commandForm(cmd string) (table string, listing, rules, verbose bool, shown string) {
 	words := strings.Fields(cmd)
 	start := -1
 	for i, w := range words {
@@ -105,10 +105,14 @@ func commandForm(cmd string) (table string, listing, rules bool, shown string) {
 		if start < 0 && (strings.HasPrefix(base, "iptables") || strings.HasPrefix(base, "ip6tables") || base == "ipt") {
 			start = i
 			rules = strings.HasSuffix(base, "-save")
+			if base == "ipt" {
+				// The guide's alias: `alias ipt="iptables -t nat -nvL"`.
+				table, listing, verbose = "nat", true, true
+			}
 		}
 	}
 	if start < 0 {
-		return "", false, false, cmd
+		return "", false, false, false, cmd
 	}
 	words = words[start:]
 	for i, w := range words {
@@ -121,6 +125,8 @@ func commandForm(cmd string) (table string, listing, rules bool, shown string) {
 			table = w[2:]
 		case w == "--list":
 			listing = true
+		case w == "--verbose":
+			verbose = true
 		case w == "--list-rules":
 			rules = true
 		case strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && len(w) > 1:
@@ -130,9 +136,12 @@ func commandForm(cmd string) (table string, listing, rules bool, shown string) {
 			if strings.ContainsRune(w[1:], 'S') {
 				rules = true
 			}
+			if strings.ContainsRune(w[1:], 'v') {
+				verbose = true
+			}
 		}
 	}
-	return table, listing, rules, strings.Join(words, " ")
+	return table, listing, rules, verbose, strings.Join(words, " ")
 }
 
 // parseAll reads every segment of a dump into one set of tables, and says how each was read.
@@ -141,7 +150,7 @@ func parseAll(text string) (*Rules, []string, error) {
 	var readAs []string
 	for _, seg := range segments(text) {
 		body := strings.Join(seg.lines, "\n")
-		table, listing, rules, shown := commandForm(seg.command)
+		table, listing, rules, verbose, shown := commandForm(seg.command)
 		if seg.command == "" {
 			listing = IsListing(body)
 		} else if !listing && !rules {
@@ -158,7 +167,7 @@ func parseAll(text string) (*Rules, []string, error) {
 			if table == "" {
 				table, why = guessTable(seg.lines, true)
 			}
-			r, err = ParseListing(body, table)
+			r, err = parseListing(body, table, verbose)
 			if how == "" {
 				how = "iptables -L"
 			}
@@ -192,6 +201,9 @@ func parseAll(text string) (*Rules, []string, error) {
 			chains += len(t.Chains)
 		}
 		extra := []string{fmt.Sprintf("%d chains", chains)}
+		if chains == 1 {
+			extra[0] = "1 chain"
+		}
 		if r.Cut != "" {
 			extra = append(extra, "ends inside table "+r.Cut+" with no COMMIT: cut?")
 		}
@@ -218,6 +230,9 @@ func (all *Rules) merge(r *Rules) {
 		dst := all.table(name)
 		for _, cname := range t.Order {
 			c := t.Chains[cname]
+			if old, ok := dst.Chains[cname]; ok && c.Assumed && !old.Assumed {
+				continue // a segment's stand-in for a chain another segment shows
+			}
 			if old, ok := dst.Chains[cname]; ok && len(c.Rules) == 0 && !c.Assumed {
 				if c.Policy != "" && !builtin(name, cname) {
 					old.Policy = c.Policy

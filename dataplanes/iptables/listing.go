@@ -26,11 +26,14 @@ func IsListing(text string) bool {
 // show, into rules. The listing does not name its table: table says which (nat when ""). Each rule's Text is
 // the listing line as printed (counters removed); its Args are the equivalent iptables-save words.
 // Shell prompts (`$ …`) between listings are skipped, so a walkthrough pasted whole parses.
-func ParseListing(text, table string) (*Rules, error) {
+func ParseListing(text, table string) (*Rules, error) { return parseListing(text, table, false) }
+
+// parseListing is ParseListing of output whose command said -v (its counter columns come first even where grep
+// left out the header that says so).
+func parseListing(text, table string, verbose bool) (*Rules, error) {
 	r := &Rules{Tables: map[string]*Table{}, Partial: true}
 	t := r.table(orNat(table))
 	var c *Chain
-	verbose := false
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	n := 0

@@ -76,6 +76,7 @@ func parseSave(text, headerless string) (*Rules, error) {
 	sawHeader, declaresBuiltin := false, false
 	committed := map[string]bool{}
 	var loose []string // header-less lines, read once their table is known
+	var looseAt []int  // and their line numbers
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	n := 0
@@ -102,7 +103,7 @@ func parseSave(text, headerless string) (*Rules, error) {
 			continue
 		}
 		if table == "" {
-			loose = append(loose, line)
+			loose, looseAt = append(loose, line), append(looseAt, n)
 			continue
 		}
 		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:] + " x")[0]) {
@@ -140,7 +141,7 @@ func parseSave(text, headerless string) (*Rules, error) {
 		for i, line := range loose {
 			isRule, err := r.saveLine(t, line)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", i+1, err)
+				return nil, fmt.Errorf("line %d: %w", looseAt[i], err)
 			}
 			if isRule {
 				f, _ := Split(line)
