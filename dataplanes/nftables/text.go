@@ -774,7 +774,7 @@ func (p *textParser) setBlock(t *Table, isMap bool, at int) {
 	if isMap {
 		kind = "map"
 	}
-	if !ok {
+	if !ok || strings.HasPrefix(name, "@") { // rules refer to it as @NAME
 		p.warn(at, "%s without a name: left out", kind)
 		p.skipLine()
 		return

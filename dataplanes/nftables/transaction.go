@@ -94,6 +94,10 @@ func (p *textParser) transaction() error {
 			first = false
 		case first:
 			return fmt.Errorf("nft -f transaction: line %d: expected a command (add, insert, flush, delete …), found %q", p.line(t.pos), p.src[t.pos:t.end])
+		case t.kind == tkRBrace:
+			// skipLine stops before a "}" (a listing's block end); outside a block it is stray.
+			p.warn(t.pos, "} outside a block")
+			p.next()
 		default:
 			p.warn(t.pos, "`%s` is not a command: left out", p.lineAt(t.pos))
 			p.skipLine()
@@ -163,7 +167,7 @@ func (p *textParser) command(verb string) {
 		p.ruleCommand(verb, t, p.word("a chain name"))
 		return // the rule ran to the end of its line
 	case "set", "map":
-		name := p.word("a set name")
+		name := p.setName()
 		s := t.sets[name]
 		switch {
 		case remove:
@@ -188,9 +192,18 @@ func (p *textParser) command(verb string) {
 			}
 		}
 	case "element":
-		p.elementCommand(remove, t, p.word("a set name"))
+		p.elementCommand(remove, t, p.setName())
 	}
 	p.endCommand()
+}
+
+// setName reads a set's name: rules refer to it as @NAME, so it cannot start with "@" itself.
+func (p *textParser) setName() string {
+	name := p.word("a set name")
+	if strings.HasPrefix(name, "@") {
+		p.fail("set name %q", name)
+	}
+	return name
 }
 
 // endCommand reads the end of a command: its line's end, or a ";" before the next command.
