@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -80,11 +81,16 @@ func FuzzParseText(f *testing.F) {
 	}
 	f.Add("table ip t {\n\tchain c {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\tip daddr . tcp dport vmap { 1.1.1.1 . 80 : goto d }\n\t}\n\tchain d {\n\t\tdnat to 10.0.0.1:80\n\t}\n}\n")
 	f.Add("table ip t {\n\tset s {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.0.0.0/8, 1.1.1.1-1.1.1.9 }\n\t}\n}\n")
+	// Pastes cut off: inside a rule, a chain, a set's elements; starting inside a table.
+	for _, name := range files {
+		text, _ := os.ReadFile(name)
+		for _, frac := range []int{3, 2} {
+			f.Add(string(text[:len(text)/frac]))
+		}
+	}
+	f.Add("\tchain c {\n\t\tip daddr 1.1.1.1 jump d\n\t}\n}\n")
 	state := nodeState(f, "nftables-worker")
-	flows := []struct {
-		src, dst string
-		o        netfilter.Origin
-	}{
+	flows := []fuzzFlow{
 		{"172.18.0.1:40002", "172.18.0.3:30696", netfilter.Origin{Iif: "eth0"}},
 		{"10.244.1.2", "10.96.227.102:80", netfilter.Origin{Iif: "cni0"}},
 	}
@@ -119,25 +125,111 @@ func FuzzParseText(f *testing.F) {
 				}
 			}
 		}
+		if loop := rs.checkLoops() != nil; loop != hasChainLoop(rs) {
+			t.Fatalf("checkLoops says %v, hasChainLoop %v", loop, !loop)
+		}
 		if hasChainLoop(rs) {
 			// The kernel refuses a ruleset whose chains loop; the walk's budget stops one, but only after
 			// seconds. Broken text makes such loops easily (a lost "}" merges two chains).
 			return
 		}
 		rs.Leave(nil)
-		for _, fl := range flows {
-			pkt := trace.Packet{Src: fl.src, Dst: fl.dst, Proto: "tcp"}
-			flow, err := pkt.ParseFlow()
-			if err != nil {
-				t.Fatal(err)
+		rs.pasted = true // and the stand-ins for what a paste may lack
+		walkAll(t, rs, state, flows)
+	})
+}
+
+type fuzzFlow struct {
+	src, dst string
+	o        netfilter.Origin
+}
+
+// walkAll walks every flow through rs and fails on a walk that broke (the walk recovers, and says so).
+func walkAll(t *testing.T, rs *Ruleset, state *netstate.State, flows []fuzzFlow) {
+	for _, fl := range flows {
+		pkt := trace.Packet{Src: fl.src, Dst: fl.dst, Proto: "tcp"}
+		flow, err := pkt.ParseFlow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, notes, _ := netfilter.Run([]netfilter.Ruleset{rs}, state, flow, fl.o, nil)
+		for _, n := range notes {
+			if strings.Contains(n, "tracer failed") {
+				t.Fatal(n)
 			}
-			_, notes, _ := netfilter.Run([]netfilter.Ruleset{rs}, state, flow, fl.o, nil)
-			for _, n := range notes {
-				if strings.Contains(n, "tracer failed") {
-					t.Fatal(n)
+		}
+		for _, p := range paths {
+			for _, m := range p.Missing {
+				if strings.Contains(m, "walk failed") {
+					t.Fatal(m)
 				}
 			}
 		}
+	}
+}
+
+// FuzzTransaction: no nft -f script makes ParseTransaction panic (a recovered panic is reported here as a
+// failure); what it returns holds together after its deletes (every chain and set in its table's index, rule
+// texts parts of the input), Sniff takes it without panicking, and it can be walked.
+func FuzzTransaction(f *testing.F) {
+	tx, err := os.ReadFile("testdata/corpus/02-k8s-v133-nftables-transaction-overall.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(tx))
+	f.Add(string(tx[:len(tx)/2]))
+	for _, s := range []string{
+		"add table ip t\nadd chain ip t c { type nat hook prerouting priority -100 ; }\nadd rule ip t c ip daddr 10.0.0.1 dnat to 10.0.0.2:80\n",
+		"add table ip t\nadd chain ip t c\nadd rule ip t c accept\ninsert rule ip t c index 0 drop\ndelete rule ip t c handle 3\nflush chain ip t c\ndelete chain ip t c\n",
+		"add map ip t m { type ipv4_addr . inet_proto . inet_service : verdict ; comment \"x\" ; }\nadd element ip t m { 1.1.1.1 . tcp . 80 comment \"a\" : goto c }\ndelete element ip t m { 1.1.1.1 . tcp . 80 }\n",
+		"add set ip t s { type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; elements = { 1.1.1.1 } ; }\nflush set ip t s\ndestroy table ip t\nflush ruleset\n",
+		"create table inet f ; add chain inet f c { type filter hook input priority 0 ; policy drop ; }\nreplace rule inet f c handle 1 accept\ntable ip x {\n\tchain y {\n\t}\n}\n",
+	} {
+		f.Add(s)
+	}
+	state := nodeState(f, "nftables-worker")
+	flows := []fuzzFlow{
+		{"172.18.0.1:40002", "172.18.0.3:30696", netfilter.Origin{Iif: "eth0"}},
+		{"10.244.1.2", "10.96.227.102:80", netfilter.Origin{FromNode: true}},
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if _, _, err := (Engine{}).Sniff([]byte(text)); err != nil && strings.Contains(err.Error(), "internal error") {
+			t.Fatal(err)
+		}
+		rs, err := ParseTransaction(text)
+		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatal(err)
+			}
+			return
+		}
+		for _, tb := range rs.Tables {
+			if rs.Table(tb.Family, tb.Name) != tb {
+				t.Fatalf("table %s %s is not the ruleset's", tb.Family, tb.Name)
+			}
+			for _, c := range tb.Chains {
+				if tb.Chain(c.Name) != c {
+					t.Fatalf("chain %q is not in the table's index", c.Name)
+				}
+				for _, r := range c.Rules {
+					if !strings.Contains(text, r.Text) {
+						t.Fatalf("rule text %q is not in the input", r.Text)
+					}
+					_ = RenderRule(r)
+				}
+			}
+			for _, s := range tb.Sets {
+				if tb.Set(s.Name) != s {
+					t.Fatalf("set %q is not in the table's index", s.Name)
+				}
+			}
+		}
+		if rs.checkLoops() != nil {
+			return
+		}
+		rs.Leave(nil)
+		rs.pasted = true
+		walkAll(t, rs, state, flows)
 	})
 }
 

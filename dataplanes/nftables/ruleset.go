@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,87 @@ type Ruleset struct {
 	Version string
 	// Warnings are the parts of the input that were not understood (they were left out).
 	Warnings []string
+	// pasted: the ruleset is a pasted dump, which may be a part of a node's ruleset (see gaps).
+	pasted bool
+}
+
+// checkLoops refuses a ruleset whose chains jump or go to each other in a circle, through rules or verdict
+// maps. The kernel refuses to load one (ELOOP), so no node has it, and a walk through it would not end.
+func (rs *Ruleset) checkLoops() error {
+	for _, t := range rs.Tables {
+		targets := map[string][]string{}
+		var verdicts func(c string, e *Expr, depth int)
+		verdicts = func(c string, e *Expr, depth int) {
+			if e == nil || depth > 64 {
+				return
+			}
+			if e.Kind == KVerdict && e.Target != "" {
+				targets[c] = append(targets[c], e.Target)
+			}
+			if e.Kind == KSetRef {
+				if s := t.Set(e.Str); s != nil {
+					for _, el := range s.Elems {
+						if el.Value != nil && el.Value.Kind == KVerdict && el.Value.Target != "" {
+							targets[c] = append(targets[c], el.Value.Target)
+						}
+					}
+				}
+			}
+			for _, a := range e.Args {
+				verdicts(c, a, depth+1)
+			}
+		}
+		for _, c := range t.Chains {
+			for _, r := range c.Rules {
+				for _, s := range r.Stmts {
+					if s.Kind == SVerdict && s.Target != "" {
+						targets[c.Name] = append(targets[c.Name], s.Target)
+					}
+					if s.Kind == SVmap {
+						verdicts(c.Name, s.Right, 0)
+					}
+				}
+			}
+		}
+		const (
+			unseen = iota
+			open
+			done
+		)
+		state := map[string]int{}
+		var path []string
+		var visit func(c string) error
+		visit = func(c string) error {
+			state[c] = open
+			path = append(path, c)
+			for _, next := range targets[c] {
+				if t.Chain(next) == nil {
+					continue
+				}
+				switch state[next] {
+				case open:
+					i := slices.Index(path, next)
+					loop := append(slices.Clone(path[i:]), next)
+					return fmt.Errorf("the rules loop: %s %s %s (the kernel refuses to load such a ruleset)", t.Family, t.Name, strings.Join(loop, " -> "))
+				case unseen:
+					if err := visit(next); err != nil {
+						return err
+					}
+				}
+			}
+			path = path[:len(path)-1]
+			state[c] = done
+			return nil
+		}
+		for _, c := range t.Chains {
+			if state[c.Name] == unseen {
+				if err := visit(c.Name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Leave sets Skip as the walk of a node's ruleset needs it: the tables other engines walk already (covered:
@@ -48,6 +130,9 @@ type Table struct {
 	Comment string
 	Chains  []*Chain
 	Sets    []*Set // sets and maps, in listing order
+	// Cut says why the input may not hold all of the table (a pasted listing that ends inside it): chains and
+	// sets it does not show may exist.
+	Cut string
 
 	chains map[string]*Chain
 	sets   map[string]*Set
@@ -64,6 +149,12 @@ type Chain struct {
 	Device  string
 	Comment string
 	Rules   []*Rule
+	// Cut says why the input may not hold all of the chain's rules (it ends inside the chain; a transaction
+	// adds rules to a chain it does not create): a walk that reaches the end of Rules cannot say what comes
+	// next.
+	Cut string
+	// headUnknown: rules the input does not show may come before Rules (see Cut): a walk cannot enter it.
+	headUnknown bool
 }
 
 // IsBase says whether the chain is attached to a hook.
@@ -90,6 +181,9 @@ type Set struct {
 	Timeout  int // seconds; 0 when the set has no default timeout
 	Comment  string
 	Elems    []Element
+	// Cut says why the input may not hold all of the elements: a lookup that finds nothing cannot say the key
+	// is not there.
+	Cut string
 
 	ixOnce sync.Once
 	ix     *setIndex

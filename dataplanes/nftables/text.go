@@ -31,8 +31,7 @@ func ParseText(text string) (rs *Ruleset, err error) {
 			rs, err = nil, fmt.Errorf("nft list ruleset: internal error: %v", r)
 		}
 	}()
-	p := &textParser{src: text, rs: &Ruleset{}, tables: map[string]*Table{}, numbers: map[uint64]*Expr{},
-		strs: map[string]*Expr{}, leaves: map[leafKey]*Expr{}, peekAt: -1, peek2At: -1}
+	p := newTextParser(text)
 	if err := p.ruleset(); err != nil {
 		return nil, err
 	}
@@ -363,22 +362,30 @@ func (p *textParser) skipLine() {
 	}
 }
 
-// skipBlock consumes a { … } block (at its "{").
-func (p *textParser) skipBlock() {
+// skipBlock consumes a { … } block (at its "{"); closed is false when the input ends inside it.
+func (p *textParser) skipBlock() (closed bool) {
 	depth := 0
 	for {
 		t := p.next()
 		switch t.kind {
 		case tkEOF:
-			return
+			return false
 		case tkLBrace:
 			depth++
 		case tkRBrace:
 			if depth--; depth <= 0 {
-				return
+				return true
 			}
 		}
 	}
+}
+
+// cutHere is the Cut of a block the input ends inside.
+const cutHere = "the input ends inside it (cut?)"
+
+// lineEnded says whether src ends with a line end (blanks aside): a paste cut in the middle of a line does not.
+func lineEnded(src string) bool {
+	return strings.HasSuffix(strings.TrimRight(src, " \t\r"), "\n")
 }
 
 // handleComment reads an optional "# handle N" and the end of the line.
@@ -489,6 +496,15 @@ func (p *textParser) ruleset() error {
 			p.next()
 			p.tableBlock(t.pos)
 			first = false
+		case first && (t.is("chain") || t.is("set") || t.is("map")) && p.startsBlock(t):
+			// A paste that starts inside a table (its "table … {" line cut off, as an issue's excerpt is): its
+			// chains and sets are read into a table of unknown name, of family ip (what iptables-nft and
+			// kube-proxy use); its end, "}" of that table, closes it.
+			tb := &Table{Family: "ip", Name: FragmentTable, Cut: "the input starts inside it (its table line is cut off)", chains: map[string]*Chain{}, sets: map[string]*Set{}}
+			p.tables[tb.Family+" "+tb.Name] = tb
+			p.rs.Tables = append(p.rs.Tables, tb)
+			p.tableBody(tb)
+			first = false
 		case first:
 			return fmt.Errorf("nft list ruleset: line %d: expected \"table\", found %q", p.line(t.pos), p.src[t.pos:t.end])
 		case t.kind == tkRBrace:
@@ -519,6 +535,11 @@ func (p *textParser) tableBlock(at int) {
 		p.tables[key] = t
 		p.rs.Tables = append(p.rs.Tables, t)
 	}
+	p.tableBody(t)
+}
+
+// tableBody reads a table's chains, sets and maps up to its "}".
+func (p *textParser) tableBody(t *Table) {
 	p.table, p.chain = t, ""
 	defer func() { p.table = nil }()
 	for {
@@ -526,6 +547,9 @@ func (p *textParser) tableBlock(at int) {
 		switch {
 		case tok.kind == tkEOF:
 			p.warn(tok.pos, "the table does not end")
+			if t.Cut == "" {
+				t.Cut = cutHere
+			}
 			return
 		case tok.kind == tkNewline || tok.kind == tkComment:
 			p.next()
@@ -555,6 +579,18 @@ func (p *textParser) tableBlock(at int) {
 		}
 	}
 }
+
+// startsBlock says whether the chain/set/map word t opens a block: a name, then "{".
+func (p *textParser) startsBlock(t token) bool {
+	n := p.peekAfter(t)
+	if n.kind != tkWord && n.kind != tkString {
+		return false
+	}
+	return scan(p.src, n.end).kind == tkLBrace
+}
+
+// FragmentTable names the table of a listing that starts inside one (its "table" line cut off).
+const FragmentTable = "(table cut off)"
 
 // header reads n names and the "{" that opens a block; ok is false when they are not there.
 func (p *textParser) header(n int) (a, b string, ok bool) {
@@ -603,6 +639,7 @@ func (p *textParser) chainBlock(t *Table, at int) {
 		switch {
 		case tok.kind == tkEOF:
 			p.warn(tok.pos, "the chain does not end")
+			c.Cut = cutHere
 			return
 		case tok.kind == tkNewline || tok.kind == tkComment:
 			p.next()
@@ -619,7 +656,14 @@ func (p *textParser) chainBlock(t *Table, at int) {
 		case tok.is("flags"):
 			p.skipLine()
 		default:
-			p.ruleBuf = append(p.ruleBuf, p.rule())
+			r := p.rule()
+			if p.peek().kind == tkEOF && !lineEnded(p.src) {
+				// The input stops in the middle of this line: what is printed of the rule may be only its
+				// start (`tcp dport 80 counter` of `… dnat to 10.0.0.1`), so it is left out, not guessed at.
+				p.warn(tok.pos, "the input ends inside this rule: left out (cut?)")
+				continue
+			}
+			p.ruleBuf = append(p.ruleBuf, r)
 		}
 	}
 }
@@ -635,11 +679,17 @@ func (p *textParser) chainHeader(t *Table, c *Chain) {
 
 func (p *textParser) chainHeaderWords(t *Table, c *Chain) {
 	for {
-		tok := p.next()
+		tok := p.peek()
+		if tok.kind == tkRBrace {
+			return // the end of a chain's spec in a transaction: { type nat hook output priority -100 ; }
+		}
+		p.next()
 		switch {
 		case tok.kind == tkNewline || tok.kind == tkEOF:
 			return
 		case tok.kind == tkSemicolon || tok.kind == tkComment:
+		case tok.is("comment"):
+			c.Comment = p.expect(tkString, "a comment").text
 		case tok.is("type"):
 			c.Type = p.word("a chain type")
 		case tok.is("hook"):
@@ -724,7 +774,7 @@ func (p *textParser) setBlock(t *Table, isMap bool, at int) {
 	if isMap {
 		kind = "map"
 	}
-	if !ok {
+	if !ok || strings.HasPrefix(name, "@") { // rules refer to it as @NAME
 		p.warn(at, "%s without a name: left out", kind)
 		p.skipLine()
 		return
@@ -748,6 +798,7 @@ func (p *textParser) setBlock(t *Table, isMap bool, at int) {
 		switch {
 		case tok.kind == tkEOF:
 			p.warn(tok.pos, "%s %s does not end", kind, name)
+			s.Cut = cutHere
 			return
 		case tok.kind == tkNewline || tok.kind == tkComment:
 			p.next()
@@ -855,10 +906,21 @@ func (p *textParser) typeofTypes(at int) []string {
 // read is left out with a warning, and so are the ones after it: the rest of the block is skipped.
 func (p *textParser) elements(s *Set) {
 	open := p.expect(tkLBrace, "{")
+	n := len(s.Elems)
 	if err := p.try(func() { p.elementList(s) }); err != nil {
-		p.warn(open.pos, "set %s: elements from the %d. on left out: %s", s.Name, len(s.Elems)+1, err.msg)
 		p.seek(open.pos)
-		p.skipBlock()
+		if !p.skipBlock() {
+			// The input ends inside the elements: the last one read may be cut short (10.0.0.1 of
+			// 10.0.0.12), so it is left out too, and a lookup that finds nothing cannot say the key is not there.
+			if len(s.Elems) > n {
+				s.Elems = s.Elems[:len(s.Elems)-1]
+			}
+			p.warn(open.pos, "set %s: the input ends inside its elements (cut?): %d read", s.Name, len(s.Elems))
+			s.Cut = cutHere
+			return
+		}
+		p.warn(open.pos, "set %s: elements from the %d. on left out: %s", s.Name, len(s.Elems)+1, err.msg)
+		s.Cut = "elements from the " + strconv.Itoa(len(s.Elems)+1) + ". on are not understood: " + err.msg
 	}
 }
 
@@ -1432,7 +1494,10 @@ var exthdrWords = map[string]bool{"hbh": true, "rt0": true, "rt2": true, "srh": 
 
 // unqualifiedMeta are the meta keys nft prints without "meta".
 var unqualifiedMeta = map[string]bool{"iif": true, "oif": true, "iifname": true, "oifname": true, "iifgroup": true,
-	"oifgroup": true}
+	"oifgroup": true,
+	// nft also reads these without "meta", and iptables-nft's translations print them so (`mark and 0x4000`).
+	"mark": true, "skuid": true, "skgid": true, "nftrace": true, "pkttype": true, "iiftype": true,
+	"oiftype": true, "rtclassid": true, "ibrname": true, "obrname": true, "cgroup": true}
 
 // isSelector says whether w starts an expression that reads the packet (or its context).
 func isSelector(w string) bool {
@@ -1540,26 +1605,34 @@ func (p *textParser) binary(mode parseMode, min int) *Expr {
 			return e
 		}
 		p.next()
-		e = p.binop(t.text, e, p.binary(mode, prec+1))
+		op := t.text
+		if o, ok := binopWords[op]; ok {
+			op = o
+		}
+		e = p.binop(op, e, p.binary(mode, prec+1))
 	}
 }
 
 func binopPrecedence(t token) int {
-	if t.kind != tkWord || len(t.text) > 2 {
+	if t.kind != tkWord || len(t.text) > 6 {
 		return 0
 	}
 	switch t.text {
-	case "|":
+	case "|", "or":
 		return 1
-	case "^":
+	case "^", "xor":
 		return 2
-	case "&":
+	case "&", "and":
 		return 3
-	case "<<", ">>":
+	case "<<", ">>", "lshift", "rshift":
 		return 4
 	}
 	return 0
 }
+
+// binopWords are the words nft reads for the bit operators (iptables-nft's translations print them: `mark
+// and 0x4000 == 0x4000`, `meta mark set mark or 0x4000`); the model holds the operator JSON has.
+var binopWords = map[string]string{"or": "|", "xor": "^", "and": "&", "lshift": "<<", "rshift": ">>"}
 
 func (p *textParser) primary(mode parseMode) *Expr {
 	t := p.peek()

@@ -3,6 +3,7 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -17,11 +18,65 @@ var hooks = map[string]netfilter.Hook{
 	"postrouting": netfilter.Postrouting,
 }
 
-// BaseChains implements netfilter.Ruleset: the base chains of the ip and inet tables that are not in Skip.
+// BaseChains implements netfilter.Ruleset: the base chains of the ip and inet tables that are not in Skip, and,
+// for a pasted dump, where it may lack some (see gaps).
 func (rs *Ruleset) BaseChains() []netfilter.BaseChain {
+	out := rs.realBaseChains()
+	if rs.pasted && len(out) > 0 {
+		out = append(out, rs.gaps(out)...)
+	}
+	return out
+}
+
+// gaps are stand-ins for base chains a pasted dump may lack, which record what it lacks when a packet passes
+// their hook (the path's verdict is then unknown) and let it go on:
+//
+//   - a nat chain at prerouting and output, when no table has one: what translates a Service's packet is not
+//     in the input (a filter table alone, or kube-proxy's per-service chains without its base chains);
+//   - a table the input ends or starts inside may have base chains it does not show (see below).
+func (rs *Ruleset) gaps(real []netfilter.BaseChain) []netfilter.BaseChain {
+	var out []netfilter.BaseChain
+	lacks := func(hook netfilter.Hook, prio int, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		out = append(out, netfilter.BaseChain{Hook: hook, Priority: prio, NAT: prio == netfilter.PriorityDstNAT,
+			Run: func(w *netfilter.Walk) netfilter.Verdict {
+				w.Missing("%s", msg)
+				return netfilter.Accept
+			}})
+	}
+	for _, h := range []struct {
+		hook netfilter.Hook
+		name string
+		what string
+	}{{netfilter.Prerouting, "prerouting", "a packet arriving at the node"}, {netfilter.Output, "output", "a packet the node sends"}} {
+		if !slices.ContainsFunc(real, func(c netfilter.BaseChain) bool { return c.NAT && c.Hook == h.hook }) {
+			lacks(h.hook, netfilter.PriorityDstNAT, "a nat base chain at hook %s (`type nat hook %s priority dstnat`): the input has none, so what translates %s to a Service's endpoint is not known", h.name, h.name, h.what)
+		}
+	}
+	for _, t := range rs.Tables {
+		if t.Cut == "" || !rs.walks(t) {
+			continue
+		}
+		// The table's part the input does not show may have base chains at any hook. They run at the hooks
+		// where a packet's walk ends (INPUT for the node, POSTROUTING for the rest), last: a path a shown rule
+		// drops stays dropped, and one that gets through is unknown.
+		for _, h := range []netfilter.Hook{netfilter.Input, netfilter.Postrouting} {
+			lacks(h, 1<<20, "the base chains of table %s %s the input does not show (%s): they may drop or change the packet", t.Family, t.Name, t.Cut)
+		}
+	}
+	return out
+}
+
+// walks says whether the walk goes through t's base chains (family ip or inet, not left out).
+func (rs *Ruleset) walks(t *Table) bool {
+	return (t.Family == "ip" || t.Family == "inet") && !rs.Skip[t.Name] && !rs.Skip[t.Family+" "+t.Name]
+}
+
+// realBaseChains are the base chains of the ip and inet tables that are not in Skip.
+func (rs *Ruleset) realBaseChains() []netfilter.BaseChain {
 	var out []netfilter.BaseChain
 	for _, t := range rs.Tables {
-		if t.Family != "ip" && t.Family != "inet" || rs.Skip[t.Name] || rs.Skip[t.Family+" "+t.Name] {
+		if !rs.walks(t) {
 			continue
 		}
 		for _, c := range t.Chains {
@@ -60,6 +115,15 @@ type eval struct {
 	chain  string
 	ruleNo int
 	text   string
+	// stopped is set when the current rule cannot be decided from the input (Walk.Missing says what it lacks):
+	// the walk ends there, unknown.
+	stopped bool
+}
+
+// unknownHere records what the input lacks to decide the current rule and stops the walk at it.
+func (e *eval) unknownHere(format string, args ...any) {
+	e.w.Missing(format, args...)
+	e.stopped = true
 }
 
 type frame struct {
@@ -88,6 +152,11 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 			return netfilter.Unknown
 		}
 		if pos >= len(cur.Rules) {
+			if cur.Cut != "" {
+				// What the chain does after the rules the input shows is not known: they may go on.
+				e.w.Missing("the rest of chain %s %s: %s", e.table, cur.Name, cur.Cut)
+				return netfilter.Unknown
+			}
 			if len(stack) == 0 {
 				return e.policy(base)
 			}
@@ -99,6 +168,8 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 		pos++
 		out := e.rule(cur, pos, r)
 		switch out.verdict {
+		case "unknown":
+			return netfilter.Unknown
 		case "accept":
 			return netfilter.Accept
 		case "drop":
@@ -118,6 +189,10 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 			target := e.t.Chain(out.target)
 			if target == nil {
 				e.w.Missing("chain %s %s (%s %s #%d %s to it; the input does not have it)", e.table, out.target, e.table, cur.Name, pos, map[string]string{"jump": "jumps", "goto": "goes"}[out.verdict])
+				return netfilter.Unknown
+			}
+			if target.headUnknown {
+				e.w.Missing("chain %s %s (%s %s #%d %s to it): %s", e.table, target.Name, e.table, cur.Name, pos, map[string]string{"jump": "jumps", "goto": "goes"}[out.verdict], target.Cut)
 				return netfilter.Unknown
 			}
 			if out.verdict == "jump" {
@@ -159,14 +234,18 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 	if hop.Service == "" {
 		hop.Service = trace.ServiceFromComment(r.Comment)
 	}
+	e.stopped = false
 	fail := func(reason string) outcome {
 		hop.Matched = false
 		hop.Reason = reason
 		e.w.Add(hop)
+		if e.stopped {
+			return outcome{verdict: "unknown"}
+		}
 		return outcome{verdict: "continue"}
 	}
 	var out outcome
-	for _, s := range r.Stmts {
+	for i, s := range r.Stmts {
 		if out.verdict != "" {
 			break
 		}
@@ -212,7 +291,10 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 		case SSetUpdate:
 			e.setUpdate(s, &hop)
 		case SXt:
-			e.assume(s, "an iptables-nft extension ("+s.Name+") that nft cannot show")
+			if !e.xt(s, r.Stmts[i+1:]) {
+				hop.Reason = "not known: " + RenderStmt(s)
+				return fail(hop.Reason)
+			}
 		default:
 			e.assume(s, "the tracer does not understand this statement")
 		}
@@ -249,6 +331,9 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 	if left.Kind == KNumgen || left.Kind == KHash {
 		return e.randomMatch(s, hop)
 	}
+	if bits, ok := randomBits(left); ok && right.Kind != KSet && right.Kind != KSetRef {
+		return e.randomCompare(s, bits, hop)
+	}
 	ltext := renderExpr(left, tOther)
 	switch right.Kind {
 	case KSetRef, KSet:
@@ -268,6 +353,10 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 			i, det = findInSet(set, vs)
 			found = i >= 0
 			where = set.Kind() + " @" + set.Name
+			if !found && set.Cut != "" {
+				e.unknownHere("whether %s is in %s %s %s: %s", keyText(left, vs), set.Kind(), e.table, set.Name, set.Cut)
+				return false, fmt.Sprintf("%s is not in what the input shows of %s", keyText(left, vs), where)
+			}
 		} else {
 			where = renderData(right, left, nil)
 			for _, k := range right.Args {
@@ -482,6 +571,10 @@ func (e *eval) lookup(key, data *Expr, hop *trace.Hop) lookedUp {
 			return lookedUp{reason: "the ruleset has no map @" + data.Str}
 		}
 		where = "map @" + named.Name
+		if random && named.Cut != "" {
+			e.unknownHere("the elements %s picks from in map %s %s: %s", renderExpr(key, tOther), e.table, named.Name, named.Cut)
+			return lookedUp{reason: "not known"}
+		}
 		if random {
 			for _, el := range named.Elems {
 				entries = append(entries, entry{el.Key, el.Value, el.Comment})
@@ -538,6 +631,10 @@ func (e *eval) lookup(key, data *Expr, hop *trace.Hop) lookedUp {
 	}
 	if named != nil {
 		i, det := findInSet(named, vs)
+		if i < 0 && named.Cut != "" {
+			e.unknownHere("whether %s is in map %s %s: %s", keyText(key, vs), e.table, named.Name, named.Cut)
+			return lookedUp{reason: fmt.Sprintf("%s is not in what the input shows of %s", keyText(key, vs), where)}
+		}
 		if i < 0 {
 			return lookedUp{reason: fmt.Sprintf("%s is not in %s", keyText(key, vs), where)}
 		}
@@ -1102,4 +1199,121 @@ func ServiceFromChain(name string) string {
 		return s
 	}
 	return ""
+}
+
+// xtHarmless are the iptables-nft targets that leave the packet and its path as they are (they log or trace):
+// the walk goes on past them. Every other xt target (DNAT, SNAT, MASQUERADE, MARK, REDIRECT, REJECT, CONNMARK,
+// …) changes the packet or ends its walk in a way nft does not print: nft shows such a rule as `xt target
+// NAME`, without its arguments.
+var xtHarmless = map[string]bool{"LOG": true, "NFLOG": true, "ULOG": true, "TRACE": true, "AUDIT": true,
+	"CHECKSUM": true}
+
+// xtAlwaysMatch are the xt matches whose truth does not depend on the packet: a comment, a counter.
+var xtAlwaysMatch = map[string]bool{"comment": true, "nfacct": true}
+
+// xt evaluates an iptables-nft extension nft printed without its arguments; rest are the rule's statements
+// after it. It returns false when what the extension decides is not known and matters (the walk ends there,
+// unknown).
+func (e *eval) xt(s *Stmt, rest []*Stmt) bool {
+	kind, name, _ := strings.Cut(s.Name, " ")
+	where := fmt.Sprintf("%s %s", e.table, e.chain)
+	switch {
+	case kind == "target" && xtHarmless[name]:
+		e.w.Note("%s rule %d: iptables-nft's xt target %s only logs or traces; the walk goes on", where, e.ruleNo, name)
+		return true
+	case kind == "match" && xtAlwaysMatch[name]:
+		e.w.Note("%s rule %d: an iptables-nft extension (xt match %s) matches every packet", where, e.ruleNo, name)
+		return true
+	case kind == "match" && !effective(rest):
+		// Nothing after it does anything: whether it matches changes nothing.
+		e.assume(s, "an iptables-nft extension ("+s.Name+") that nft cannot show; the rule does nothing either way")
+		return true
+	case kind == "target":
+		e.unknownHere("what iptables-nft's xt target %s in %s does: nft prints it without its arguments; use iptables-nft-save for these tables", name, where)
+	default:
+		e.unknownHere("whether iptables-nft's xt %s %s in %s matches: nft prints it without its arguments; use iptables-nft-save for these tables", kind, name, where)
+	}
+	return false
+}
+
+// effective says whether any of the statements changes the packet or its path.
+func effective(stmts []*Stmt) bool {
+	for _, s := range stmts {
+		switch s.Kind {
+		case SMatch, SCounter, SLog, SLimit, SQuota:
+		case SXt:
+			kind, name, _ := strings.Cut(s.Name, " ")
+			if kind == "target" && !xtHarmless[name] {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// randomBits is how many low bits of `meta random` a mask keeps (31 for 0x7fffffff, as iptables-nft's
+// statistic match writes it); ok is false for a mask that is not 2^n-1.
+func randomBits(x *Expr) (bits uint, ok bool) {
+	switch {
+	case x == nil:
+	case x.Kind == KMeta && x.Key == "random":
+		return 32, true
+	case x.Kind == KBinop && x.Op == "&" && len(x.Args) == 2 && x.Args[0].Kind == KMeta && x.Args[0].Key == "random":
+		m, ok := literal(x.Args[1], tInt)
+		if !ok || m.num == 0 || m.num > 0xffffffff || m.num&(m.num+1) != 0 {
+			return 0, false
+		}
+		for m.num != 0 {
+			bits++
+			m.num >>= 1
+		}
+		return bits, true
+	}
+	return 0, false
+}
+
+// randomCompare evaluates `meta random & 2147483647 < N` (iptables-nft's -m statistic --mode random
+// --probability N/2^31): a random choice between matching, with chance N/2^31, and not.
+func (e *eval) randomCompare(s *Stmt, bits uint, hop *trace.Hop) (bool, string) {
+	r, ok := literal(s.Right, tInt)
+	if !ok {
+		e.unknownHere("the chance of `%s` in %s %s rule %d: the value is not understood", RenderStmt(s), e.table, e.chain, e.ruleNo)
+		return false, "not known"
+	}
+	span := uint64(1) << bits // values the masked random number takes, each as likely
+	var n uint64              // how many of them match
+	c := min(r.num, span)
+	switch s.Op {
+	case "<":
+		n = c
+	case "<=":
+		n = min(r.num+1, span)
+	case ">":
+		n = span - min(r.num+1, span)
+	case ">=":
+		n = span - c
+	case "==", "":
+		if r.num < span {
+			n = 1
+		}
+	case "!=":
+		n = span
+		if r.num < span {
+			n--
+		}
+	default:
+		e.unknownHere("the chance of `%s` in %s %s rule %d: the operator is not understood", RenderStmt(s), e.table, e.chain, e.ruleNo)
+		return false, "not known"
+	}
+	p := float64(n) / float64(span)
+	i := e.w.Choose([]float64{p, 1 - p})
+	hop.Probability = p
+	left := renderExpr(s.Left, tOther)
+	if i == 0 {
+		hop.Reason = fmt.Sprintf("%s chose a matching value (chance %d/%d)", left, n, span)
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s chose a value that does not match (chance %d/%d)", left, span-n, span)
 }
