@@ -1121,7 +1121,7 @@ func (e *eval) nat(s *Stmt, hop *trace.Hop) (bool, string) {
 			random = random || f == "random" || f == "fully-random"
 		}
 		hop.Changes = append(hop.Changes, e.w.Masquerade(how, random))
-		hop.Verdict = "masquerade to " + e.w.Pkt.Src.String()
+		hop.Verdict = "masquerade to " + e.w.MasqueradedTo()
 	}
 	return true, ""
 }

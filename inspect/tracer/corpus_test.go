@@ -34,23 +34,17 @@ type corpusCase struct {
 // sessions), with what they wait for. Each is still traced: one that comes out right fails the test, so that it
 // is taken off this list.
 var corpusPending = map[string]string{
-	"02-k8s-v133-nftables-transaction-overall.txt|NodePort 3003 from outside":                                        "the nft -f transaction reader (knftables `add …` syntax)",
-	"02-k8s-v133-nftables-transaction-overall.txt|ClusterIP with two endpoints, from the node":                       "the nft -f transaction reader (knftables `add …` syntax)",
-	"02-k8s-v133-nftables-transaction-overall.txt|ClusterIP with no endpoints, from the node":                        "the nft -f transaction reader (knftables `add …` syntax)",
-	"03-k8s-v133-nftables-services-fragment.txt|ClusterIP from the node, fragment only":                              "the nft -f transaction reader (knftables `add …` syntax), and a fragment with no base chain being unknown",
-	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kube-dns ClusterIP UDP":                                                       "the nft -f transaction reader (knftables `add …` syntax)",
-	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kubernetes ClusterIP to the apiserver on the node":                            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|NodePort 30355 on the node address":                                "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|kubernetes ClusterIP to the apiserver on the node":                 "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"09-opsnull-ipvsadm-L-n-prompt.txt|NodePort 32429 with four endpoints":                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"09-opsnull-ipvsadm-L-n-prompt.txt|kubernetes ClusterIP, two apiservers, persistent":                             "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"10-k8s-81477-ipvsadm-ln-sctp.txt|SCTP NodePort 31514":                                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names, and SCTP",
-	"10-k8s-81477-ipvsadm-ln-sctp.txt|kube-dns ClusterIP UDP":                                                        "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"11-kube-router-415-ipvsadm-L-names.txt|Service port printed as a name (http = 80)":                              "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"11-kube-router-415-ipvsadm-L-names.txt|https virtual server to an http-alt endpoint":                            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"12-sealos-2108-ipset-list.txt|kube-dns ClusterIP known only from ipset":                                         "the `ipset list` reader",
-	"19-calico-8025-nft-list-ruleset-iptables-nft-k3s-fragment.txt|k3s kube-dns ClusterIP, iptables-nft chains only": "nft text that starts with a chain (a fragment of a table)",
-	"20-k3s-7219-nft-table-ip-filter-kube-router.txt|filter table only":                                              "an nft ruleset with no nat base chain being unknown for a Service",
+	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kube-dns ClusterIP UDP":                                       "the nft -f transaction reader (knftables `add …` syntax)",
+	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kubernetes ClusterIP to the apiserver on the node":            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|NodePort 30355 on the node address":                "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|kubernetes ClusterIP to the apiserver on the node": "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"09-opsnull-ipvsadm-L-n-prompt.txt|NodePort 32429 with four endpoints":                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"09-opsnull-ipvsadm-L-n-prompt.txt|kubernetes ClusterIP, two apiservers, persistent":             "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"10-k8s-81477-ipvsadm-ln-sctp.txt|SCTP NodePort 31514":                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names, and SCTP",
+	"10-k8s-81477-ipvsadm-ln-sctp.txt|kube-dns ClusterIP UDP":                                        "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"11-kube-router-415-ipvsadm-L-names.txt|Service port printed as a name (http = 80)":              "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"11-kube-router-415-ipvsadm-L-names.txt|https virtual server to an http-alt endpoint":            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
+	"12-sealos-2108-ipset-list.txt|kube-dns ClusterIP known only from ipset":                         "the `ipset list` reader",
 }
 
 // TestCorpus traces every hand-worked packet of the corpus of real dumps and compares the verdict, each
