@@ -251,3 +251,70 @@ func TestTraceNamedListing(t *testing.T) {
 		})
 	}
 }
+
+// kube-proxy binds every virtual server address on kube-ipvs0: with the addresses Sniff reports as the node's,
+// a packet from outside to a ClusterIP or a NodePort reaches IPVS in INPUT. Without them it would be forwarded
+// untranslated (the tracer takes Sniffed.Local into the node's addresses).
+func TestVirtualServersAreLocal(t *testing.T) {
+	l08 := read(t, "paste-08-ipvsadm-Ln.txt")
+	for _, tc := range []struct {
+		name string
+		req  tracer.Request
+		want map[string]float64
+	}{
+		{"NodePort on a node address (corpus 08)", tracer.Request{Dst: "192.168.188.61:30355", Src: "192.168.188.1"}, map[string]float64{"10.244.169.139:80": 0.5, "10.244.169.149:80": 0.5}},
+		{"NodePort on docker0's address", tracer.Request{Dst: "172.17.0.1:30001", Src: "192.168.188.1"}, map[string]float64{"10.244.169.185:8443": 1}},
+		{"ClusterIP from a pod network address", tracer.Request{Dst: "10.96.0.10:53", Proto: "udp", Src: "10.244.36.7"}, map[string]float64{"10.244.36.125:53": 0.5, "10.244.36.126:53": 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := traceOf(t, l08, nil, tc.req)
+			got := endpoints(tr)
+			if tr.Verdict != trace.Delivered || len(got) != len(tc.want) {
+				t.Fatalf("verdict %s endpoints %v, want %v", tr.Verdict, got, tc.want)
+			}
+			for e, p := range tc.want {
+				if got[e] != p {
+					t.Errorf("%s: %v, want %v", e, got[e], p)
+				}
+			}
+		})
+	}
+}
+
+// persistent N: the first packet's choice is the scheduler's; a note says a returning client is pinned.
+func TestPersistentNote(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, dst, note string
+		want                 map[string]float64
+	}{
+		{"corpus 05: one apiserver", read(t, "paste-05-ipvsadm-ln.txt"), "10.0.0.1:443",
+			"persistent 10800: IPVS sends every connection from the same client address to the same real server for 10800 s after the last one (a persistence template), so a client that connected before goes where it went then, not by rr",
+			map[string]float64{"192.168.0.1:6443": 1}},
+		{"two apiservers, a client network", "TCP  10.254.0.1:443 rr persistent 600 mask 255.255.255.0\n  -> 172.16.16.81:6443            Masq    1      0          0\n  -> 172.16.16.82:6443            Masq    1      0          0\n", "10.254.0.1:443",
+			"persistent 600: IPVS sends every connection from the same client network (mask 255.255.255.0) to the same real server for 600 s after the last one",
+			map[string]float64{"172.16.16.81:6443": 0.5, "172.16.16.82:6443": 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := traceOf(t, tc.raw, []string{"192.168.0.5"}, tracer.Request{Dst: tc.dst, From: "node"})
+			got := endpoints(tr)
+			if tr.Verdict != trace.Delivered || len(got) != len(tc.want) {
+				t.Fatalf("verdict %s endpoints %v", tr.Verdict, got)
+			}
+			for e, p := range tc.want {
+				if got[e] != p {
+					t.Errorf("%s: %v, want %v", e, got[e], p)
+				}
+			}
+			if !slices.ContainsFunc(tr.Notes, func(n string) bool { return strings.HasPrefix(n, tc.note) }) {
+				t.Errorf("notes %q, want %q", tr.Notes, tc.note)
+			}
+		})
+	}
+	// Not persistent: no such note.
+	tr := traceOf(t, read(t, "paste-05-ipvsadm-ln.txt"), []string{"192.168.0.5"}, tracer.Request{Dst: "10.0.0.10:53", Proto: "udp", From: "node"})
+	for _, n := range tr.Notes {
+		if strings.HasPrefix(n, "persistent") {
+			t.Errorf("note %q for a service that is not persistent", n)
+		}
+	}
+}

@@ -127,6 +127,14 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 	if rs, why := r.decided(v, client); rs != nil {
 		return r.forward(w, v, rs, 1, why)
 	}
+	if v.Persistent {
+		from := "the same client address"
+		if v.PersistMask != "" {
+			from = fmt.Sprintf("the same client network (mask %s)", v.PersistMask)
+		}
+		w.Note("persistent %d: IPVS sends every connection from %s to the same real server for %d s after the last one (a persistence template), so a client that connected before goes where it went then, not by %s",
+			v.Timeout, from, v.Timeout, v.Scheduler)
+	}
 	avail, probs, why, turns := choices(v)
 	if len(avail) == 0 {
 		h := trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Verdict: "reject",
