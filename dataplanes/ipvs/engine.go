@@ -31,13 +31,17 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 
 // Open makes the IPVS table a ruleset of its own two hooks. An IPVS table serves Services even where kube-proxy's
 // rules in iptables are all a dump shows of them.
-
-func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.Opened, error) {
+//
+// A table from a paste says nothing of the nat rules that masquerade what IPVS translates. The contract does not
+// tell an engine which other parts the input has; the nat table's rules are walked when an engine opened before
+// this one covers "nat" (the iptables engine names a pasted dump's tables in Covers), and only then is the
+// source a real server sees known.
+func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.Opened, error) {
 	st, err := Decode(raw)
 	if err != nil {
 		return nil, err
 	}
-	rs := &Ruleset{State: st}
+	rs := &Ruleset{State: st, MasqueradeUnknown: st.FromPaste && !o.Covered["nat"]}
 	return &dataplanes.Opened{Rulesets: []netfilter.Ruleset{rs}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}, nil
 }
 

@@ -9,7 +9,9 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 )
 
@@ -316,5 +318,50 @@ func TestPersistentNote(t *testing.T) {
 		if strings.HasPrefix(n, "persistent") {
 			t.Errorf("note %q for a service that is not persistent", n)
 		}
+	}
+}
+
+// A pasted ipvsadm listing alone does not show what masquerades the packets IPVS translates (kube-proxy's iptables
+// rules): the path is still delivered to its real server, and a note says the source it sees is not known. With
+// kube-proxy's nat rules beside it (the iptables engine, opened first, covers "nat"), the rules decide it.
+func TestMasqueradeUnknownWithoutNATRules(t *testing.T) {
+	listing := read(t, "vm-ipvsadm-Ln.txt")
+	req := tracer.Request{Dst: "172.18.0.2:30080", Src: "172.18.0.1"}
+	alone := traceOf(t, "$ ipvsadm -Ln\n"+listing, []string{"172.18.0.2"}, req)
+	if alone.Verdict != trace.Delivered || len(alone.Endpoints) != 3 || !slices.Contains(alone.Notes, ipvs.MasqueradeUnknownNote) {
+		t.Errorf("ipvsadm -Ln alone: verdict %s, %d endpoints, notes %q; want delivered to 3, with the note that the source is unknown", alone.Verdict, len(alone.Endpoints), alone.Notes)
+	}
+
+	sn := sniff(t, "$ ipvsadm -Ln\n"+listing)
+	for _, tc := range []struct {
+		covered map[string]bool
+		want    bool
+	}{{nil, true}, {map[string]bool{"filter": true}, true}, {map[string]bool{"nat": true}, false}} {
+		op, err := ipvs.Engine{}.Open(sn.Part, dataplanes.OpenOptions{Covered: tc.covered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := op.Rulesets[0].(*ipvs.Ruleset).MasqueradeUnknown; got != tc.want {
+			t.Errorf("covered %v: MasqueradeUnknown %v, want %v", tc.covered, got, tc.want)
+		}
+	}
+
+	// The same listing with the node's iptables-save and ipsets: kube-proxy's KUBE-NODE-PORT marks the packet and
+	// KUBE-POSTROUTING masquerades it.
+	ipt, _ := json.Marshal(map[string]string{"input": read(t, "vm-iptables-save.txt")})
+	sets, err := netstate.ParseIPSetSave(read(t, "vm-ipset-save.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := netstate.FromLocalAddresses(append(sn.Local, netip.MustParseAddr("172.18.0.2")))
+	net.IPSets = sets
+	both := &snapshot.Snapshot{Version: snapshot.Version, Net: net,
+		Engines: map[dataplanes.Name]json.RawMessage{dataplanes.IPTables: ipt, dataplanes.IPVS: sn.Part}}
+	tr, err := tracer.Trace(both, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Verdict != trace.Delivered || len(tr.Endpoints) != 3 || slices.Contains(tr.Notes, ipvs.MasqueradeUnknownNote) || tr.SNAT == "" || tr.SNAT == "172.18.0.1" {
+		t.Errorf("with iptables-save: verdict %s, %d endpoints, snat %q, notes %q; want masqueraded, without the note", tr.Verdict, len(tr.Endpoints), tr.SNAT, tr.Notes)
 	}
 }

@@ -23,6 +23,11 @@ const Table = "ipvs"
 // Ruleset is a node's IPVS table as the netfilter walk sees it.
 type Ruleset struct {
 	State *State
+	// MasqueradeUnknown is set when the input has the IPVS table but not the nat rules that masquerade what IPVS
+	// translates (a pasted ipvsadm listing alone): kube-proxy's IPVS mode masquerades NodePort traffic, traffic to
+	// a Service from outside the cluster CIDR and, with --masquerade-all, everything, with its iptables rules
+	// (KUBE-MARK-MASQ on its ipsets, then KUBE-POSTROUTING), so the source a real server sees is not known.
+	MasqueradeUnknown bool
 }
 
 // BaseChains are IPVS's two scheduling hooks, and, for a listing that printed virtual servers by name, a check
@@ -202,6 +207,9 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 		h.Changes = []string{w.DNAT(rs.Addr())}
 		entry := fmt.Sprintf("%s -> %s -> %s", clientString(client), vip, rs.Addr())
 		w.ReverseNATBy(fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
+		if r.MasqueradeUnknown {
+			w.Note("%s", MasqueradeUnknownNote)
+		}
 	case "Local":
 		h.Verdict = "accept"
 		w.Add(h)
@@ -214,6 +222,10 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 	w.Add(h)
 	return netfilter.Stolen
 }
+
+// MasqueradeUnknownNote is the walk's note for a packet IPVS translated when the input lacks the nat rules that
+// may masquerade it (Ruleset.MasqueradeUnknown): the path's SNAT then only repeats the packet's source.
+const MasqueradeUnknownNote = "the source the endpoint sees is not known from this dump: kube-proxy's IPVS mode masquerades NodePort and --masquerade-all traffic with its iptables rules (KUBE-POSTROUTING), which the dump does not have; paste iptables-save too"
 
 func clientString(a netip.AddrPort) string {
 	if a.Port() == 0 {
