@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // `ipvsadm -L` without -n prints each address as its host name when the node's resolver has one
@@ -136,7 +138,8 @@ func readAddrPort(s string, width int) (netip.Addr, uint16, Printed, error) {
 	}
 	p.Cut = len(s) >= width
 	host, port := splitHostPort(s)
-	if host == "" {
+	// ipvsadm prints NAME:PORT whole unless it cut it; a host name is text (what gethostbyaddr returned).
+	if host == "" || port == "" && !p.Cut || !isText(s) {
 		return netip.Addr{}, 0, p, fmt.Errorf("%q: want ADDRESS:PORT or NAME:SERVICE", s)
 	}
 	addr, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
@@ -155,6 +158,19 @@ func readAddrPort(s string, width int) (netip.Addr, uint16, Printed, error) {
 		num, p.NoPort = 0, true
 	}
 	return addr, num, p, nil
+}
+
+// isText says whether s is printable UTF-8, as a host or service name is.
+func isText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // splitHostPort splits "host:port", "[v6]:port" or a cut "host" (no port).

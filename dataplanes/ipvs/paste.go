@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 )
 
 // A pasted dump may hold several commands' outputs, each after a line "$ COMMAND" naming the command as the
@@ -110,6 +111,9 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 		}
 		ok = true
 		label := cmd.label
+		if !utf8.ValidString(sec.text) {
+			return nil, nil, true, fmt.Errorf("%s: the output is not text (invalid UTF-8): was the paste damaged?", strings.TrimSpace(label+" output"))
+		}
 		switch {
 		case cmd.save:
 			return nil, nil, true, fmt.Errorf("%s: the save format is not read; paste `ipvsadm -Ln`", label)

@@ -158,8 +158,8 @@ func TestSniffPaste(t *testing.T) {
 			}
 		})
 	}
-	for _, raw := range []string{"$ iptables-save\n*nat\nCOMMIT\n", "-A KUBE-SERVICES -j ACCEPT\n", "$ ipvsadm -Ln\n"} {
-		if _, ok, _ := (ipvs.Engine{}).Sniff([]byte(raw)); ok && !strings.HasSuffix(raw, "-Ln\n") {
+	for _, raw := range []string{"$ iptables-save\n*nat\nCOMMIT\n", "-A KUBE-SERVICES -j ACCEPT\n", "TCP  10.0.0.1:80 rr\n"} {
+		if _, ok, _ := (ipvs.Engine{}).Sniff([]byte(raw)); ok {
 			t.Errorf("%q taken for ipvsadm output", raw)
 		}
 	}
@@ -168,6 +168,9 @@ func TestSniffPaste(t *testing.T) {
 		"$ ipvsadm -Lc\nIPVS connection entries\npro expire state       source             virtual            destination\nTCP 01:58  TIME_WAIT   client1:40004      web.default.svc:http 10-244-0-4.web:http-alt\n",
 		"$ ipvsadm -Lnc\nIPVS connection entries\n",
 		"$ ipvsadm -S -n\n-A -t 10.96.0.1:443 -s rr\n",
+		"$ ipvsadm -Ln\n",                        // no virtual servers
+		"$ ipvsadm -L\nTCP  node\xbf1:http rr\n", // not text
+		"$ ipvsadm -L\nTCP  node1 rr\n",          // a name without its port, not cut
 	} {
 		if _, ok, err := (ipvs.Engine{}).Sniff([]byte(raw)); !ok || err == nil {
 			t.Errorf("%q: ok %v, err %v; want an error saying what to paste", raw, ok, err)

@@ -344,10 +344,17 @@ func readVirtualServer(f []string) (VirtualServer, error) {
 			v.Persistent, v.Timeout = true, uint32(t)
 			i++
 		case "mask", "-M":
-			if i+1 < len(rest) {
-				v.PersistMask = rest[i+1]
-				i++
+			// An IPv4 netmask (255.255.255.0) or an IPv6 prefix length (64).
+			if i+1 >= len(rest) {
+				return v, fmt.Errorf("mask wants a netmask")
 			}
+			_, aerr := netip.ParseAddr(rest[i+1])
+			_, nerr := strconv.ParseUint(rest[i+1], 10, 8)
+			if aerr != nil && nerr != nil {
+				return v, fmt.Errorf("persistence mask %q", rest[i+1])
+			}
+			v.PersistMask = rest[i+1]
+			i++
 		}
 		// Other flags (scheduler flags in parentheses, "pe NAME", "ops") do not change a first packet's way.
 	}
