@@ -132,7 +132,8 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 			readAs = append(readAs, fmt.Sprintf("%s (%d connection entries)", label, len(c)))
 			continue
 		}
-		if label == "" {
+		named := label == ""
+		if named {
 			label = "ipvsadm -Ln"
 		}
 		if listings++; listings > 1 {
@@ -144,7 +145,7 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 			return nil, nil, true, fmt.Errorf("%s: %v", label, err)
 		}
 		st.Services = l.Services
-		readAs = append(readAs, listingReadAs(label, l))
+		readAs = append(readAs, listingReadAs(label, named, l))
 	}
 	if !ok {
 		return nil, nil, false, nil
@@ -155,8 +156,9 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 	return st, readAs, true, nil
 }
 
-// listingReadAs says how a listing was read: with names where ipvsadm printed them.
-func listingReadAs(label string, l *State) string {
+// listingReadAs says how a listing was read: with names where ipvsadm printed them. A listing the paste does
+// not name the command of is ipvsadm -L's when it has names, else taken for -Ln's.
+func listingReadAs(label string, guessed bool, l *State) string {
 	hosts, ports := false, false
 	for _, v := range l.Services {
 		hosts = hosts || v.NoAddress
@@ -165,6 +167,9 @@ func listingReadAs(label string, l *State) string {
 			hosts = hosts || r.NoAddress
 			ports = ports || r.As != "" && !r.NoAddress
 		}
+	}
+	if guessed && (hosts || ports) {
+		label = "ipvsadm -L"
 	}
 	switch {
 	case hosts:

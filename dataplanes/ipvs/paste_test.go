@@ -9,6 +9,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
@@ -136,6 +137,7 @@ func TestSniffPaste(t *testing.T) {
 		{"after its command, beside others", "$ kubectl get svc\nNAME  TYPE\n$ sudo ipvsadm -L -n\n" + l08 + "$ ip route\ndefault via 1.2.3.4\n",
 			[]string{"ipvsadm -L -n (34 virtual servers)"}, []string{"127.0.0.1"}, 15},
 		{"without -n", "$ ipvsadm -L\n" + namedListing, []string{"ipvsadm -L (names, not addresses: 7 virtual servers)"}, []string{"10.96.0.10", "10.96.100.7"}, 2},
+		{"names, no command line", namedListing, []string{"ipvsadm -L (names, not addresses: 7 virtual servers)"}, []string{"10.96.0.10"}, 2},
 		{"ports only as names", "$ ipvsadm -L\n" + read(t, "paste-11-ipvsadm-L.txt"), []string{"ipvsadm -L (ports as service names: 9 virtual servers)"}, []string{"100.64.134.163", "100.64.146.70"}, 7},
 		{"with connection entries", "$ ipvsadm -Ln\n" + read(t, "vm-ipvsadm-Ln.txt") + "$ ipvsadm -Lnc\n" + read(t, "vm-ipvsadm-Lnc-after.txt"),
 			[]string{"ipvsadm -Ln (3 virtual servers)", "ipvsadm -Lnc (6 connection entries)"}, []string{"172.18.0.2", "10.96.0.100", "10.244.0.1"}, 3},
@@ -366,5 +368,28 @@ func TestMasqueradeUnknownWithoutNATRules(t *testing.T) {
 	}
 	if tr.Verdict != trace.Delivered || len(tr.Endpoints) != 3 || slices.Contains(tr.Notes, ipvs.MasqueradeUnknownNote) || tr.SNAT == "" || tr.SNAT == "172.18.0.1" {
 		t.Errorf("with iptables-save: verdict %s, %d endpoints, snat %q, notes %q; want masqueraded, without the note", tr.Verdict, len(tr.Endpoints), tr.SNAT, tr.Notes)
+	}
+}
+
+// SCTP virtual servers (corpus 10): IPVS schedules SCTP as it does TCP and UDP. (The tracer's --proto takes tcp
+// and udp only; the walk is run directly.)
+func TestSCTPVirtualServer(t *testing.T) {
+	sn := sniff(t, "$ sudo ipvsadm -ln\n"+read(t, "paste-10-ipvsadm-ln.txt"))
+	op, err := ipvs.Engine{}.Open(sn.Part, dataplanes.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := netstate.FromLocalAddresses(sn.Local)
+	flow := trace.Flow{Src: netip.MustParseAddr("10.0.2.2"), Sport: 5000, Dst: netip.MustParseAddr("10.0.2.15"), Dport: 31514, Proto: "sctp"}
+	paths, _, _ := netfilter.Run(op.Rulesets, &net, flow, netfilter.Origin{Iif: "eth0"}, nil)
+	got := map[string]float64{}
+	for _, p := range paths {
+		if p.Verdict != trace.Delivered || p.Endpoint == nil {
+			t.Fatalf("path %s %+v", p.Verdict, p.Endpoint)
+		}
+		got[p.Endpoint.Addr()] = p.Probability
+	}
+	if len(got) != 3 || got["20.20.195.136:1000"] != 1.0/3 {
+		t.Errorf("endpoints %v, want 20.20.195.135-137:1000 a third each", got)
 	}
 }
