@@ -25,7 +25,7 @@ import (
 // found in it is unknown, not absent.
 
 // IsIPSetList says whether text looks like `ipset list` output: its first line that is not blank or a
-// "$ COMMAND" line names a set, and a "Type:" line follows.
+// "$ COMMAND" line names a set, and the next is its "Type:".
 func IsIPSetList(text string) bool {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
@@ -36,9 +36,10 @@ func IsIPSetList(text string) bool {
 		if !strings.HasPrefix(l, "Name:") {
 			return false
 		}
-		for _, next := range lines[i+1 : min(len(lines), i+4)] {
-			if strings.HasPrefix(strings.TrimSpace(next), "Type:") {
-				return true
+		// The set's next header line is its type (blank lines aside, which ParseIPSetList passes over).
+		for _, next := range lines[i+1:] {
+			if next = strings.TrimSpace(next); next != "" {
+				return strings.HasPrefix(next, "Type:")
 			}
 		}
 		return false
