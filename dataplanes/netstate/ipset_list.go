@@ -157,6 +157,10 @@ func ParseIPSetList(text string) ([]IPSet, error) {
 			return nil, fmt.Errorf("ipset list line %d: %q: want a \"Key: value\" header line or Members:", n, raw)
 		}
 		value = strings.TrimSpace(value)
+		if s.Type == "" && key != "Type" {
+			// ipset prints a set's type right after its name.
+			return nil, fmt.Errorf("ipset list line %d: %q: want Type: after Name: %s", n, raw, s.Name)
+		}
 		switch key {
 		case "Type":
 			if _, _, ok := strings.Cut(value, ":"); !ok || strings.ContainsAny(value, " \t") {
