@@ -2,6 +2,7 @@ package netstate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -144,10 +145,8 @@ func ParseIPSetList(text string) ([]IPSet, error) {
 			// flag, which Match does not read as a member.
 			f := strings.Fields(line)
 			m := f[0]
-			for _, o := range f[1:] {
-				if o == "nomatch" {
-					m += " nomatch"
-				}
+			if slices.Contains(f[1:], "nomatch") {
+				m += " nomatch"
 			}
 			s.Members = append(s.Members, m)
 			continue
