@@ -17,28 +17,32 @@ func (Engine) Name() dataplanes.Name { return dataplanes.IPVS }
 // Monitor: IPVS nodes keep kube-proxy's rules in iptables, which xtables-monitor --trace reports.
 func (Engine) Monitor() string { return "iptables" }
 
-// Sniff recognises `ipvsadm -Ln` output.
+// Sniff reads the ipvsadm outputs of a paste (`ipvsadm -Ln`, `ipvsadm -L`, `ipvsadm -Lnc`, each possibly after
+// its "$ COMMAND" line) and leaves the other commands' outputs to other engines. The virtual servers' addresses
+// are the node's (kube-ipvs0 holds them).
 func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
-	text := string(raw)
-	if !IsList(text) {
-		return dataplanes.Sniffed{}, false, nil
-	}
-	st, err := ParseList(text)
-	if err != nil {
-		return dataplanes.Sniffed{}, true, fmt.Errorf("ipvsadm -Ln: %v", err)
+	st, readAs, ok, err := ReadPaste(string(raw))
+	if !ok || err != nil {
+		return dataplanes.Sniffed{}, ok, err
 	}
 	data, err := json.Marshal(st)
-	return dataplanes.Sniffed{Part: data, ReadAs: []string{fmt.Sprintf("ipvsadm -Ln (%d virtual servers)", len(st.Services))}}, true, err
+	return dataplanes.Sniffed{Part: data, ReadAs: readAs, Local: st.LocalAddresses()}, true, err
 }
 
 // Open makes the IPVS table a ruleset of its own two hooks. An IPVS table serves Services even where kube-proxy's
 // rules in iptables are all a dump shows of them.
-func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.Opened, error) {
+//
+// A table from a paste says nothing of the nat rules that masquerade what IPVS translates. The contract does not
+// tell an engine which other parts the input has; the nat table's rules are walked when an engine opened before
+// this one covers "nat" (the iptables engine names a pasted dump's tables in Covers), and only then is the
+// source a real server sees known.
+func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.Opened, error) {
 	st, err := Decode(raw)
 	if err != nil {
 		return nil, err
 	}
-	return &dataplanes.Opened{Rulesets: []netfilter.Ruleset{&Ruleset{State: st}}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}, nil
+	rs := &Ruleset{State: st, MasqueradeUnknown: st.FromPaste && !o.Covered["nat"]}
+	return &dataplanes.Opened{Rulesets: []netfilter.Ruleset{rs}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}, nil
 }
 
 // Decode reads the engine's part of a snapshot.

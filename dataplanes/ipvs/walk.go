@@ -23,21 +23,83 @@ const Table = "ipvs"
 // Ruleset is a node's IPVS table as the netfilter walk sees it.
 type Ruleset struct {
 	State *State
+	// MasqueradeUnknown is set when the input has the IPVS table but not the nat rules that masquerade what IPVS
+	// translates (a pasted ipvsadm listing alone): kube-proxy's IPVS mode masquerades NodePort traffic, traffic to
+	// a Service from outside the cluster CIDR and, with --masquerade-all, everything, with its iptables rules
+	// (KUBE-MARK-MASQ on its ipsets, then KUBE-POSTROUTING), so the source a real server sees is not known.
+	MasqueradeUnknown bool
 }
 
-// BaseChains are IPVS's two scheduling hooks.
+// BaseChains are IPVS's two scheduling hooks, and, for a listing that printed virtual servers by name, a check
+// before the routing decision (see namedVirtualServer).
 func (r *Ruleset) BaseChains() []netfilter.BaseChain {
-	return []netfilter.BaseChain{
+	chains := []netfilter.BaseChain{
 		{Hook: netfilter.Input, Priority: priorityRemoteRequest, Table: Table, Name: "ip_vs_remote_request4", Run: r.schedule},
 		{Hook: netfilter.Output, Priority: priorityLocalRequest, Table: Table, Name: "ip_vs_local_request4", Run: r.schedule},
 	}
+	for _, v := range r.State.Services {
+		if v.NoAddress {
+			chains = append(chains, netfilter.BaseChain{Hook: netfilter.Prerouting, Priority: priorityNamedCheck, Table: Table, Name: "virtual servers printed by name", Run: r.namedVirtualServer})
+			break
+		}
+	}
+	return chains
 }
 
-// OwnsDNAT says whether an IPVS connection entry translates this flow: its conntrack entry then only
-// mirrors IPVS's translation.
-func (r *Ruleset) OwnsDNAT(proto string, client, dst netip.AddrPort) bool {
-	_, ok := r.State.Connection(proto, client, dst)
-	return ok
+// priorityNamedCheck runs the check after nat PREROUTING, on the destination routing will decide on. It is not
+// a kernel hook: it stands for the addresses kube-ipvs0 holds, which a listing with names does not show.
+const priorityNamedCheck = netfilter.PriorityFilter
+
+// namedVirtualServer stops a packet from outside whose destination is not known to be the node's but may be the
+// address of a virtual server the listing printed by name: kube-proxy binds that address on kube-ipvs0, which
+// makes the packet the node's (INPUT, where IPVS takes it); otherwise it is forwarded. Which one is not known.
+func (r *Ruleset) namedVirtualServer(w *netfilter.Walk) netfilter.Verdict {
+	p := &w.Pkt
+	if w.Resent || p.FromNode || w.Net.IsLocal(p.Dst) {
+		return netfilter.Accept
+	}
+	named := r.State.Unresolved(p.Proto, p.Dst, p.Dport)
+	if len(named) == 0 {
+		return netfilter.Accept
+	}
+	dst := netip.AddrPortFrom(p.Dst, p.Dport)
+	w.Add(trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
+		Reason: fmt.Sprintf("%s may be the address of %s, which kube-proxy binds on kube-ipvs0: the packet is then the node's, and IPVS takes it; otherwise it is forwarded", p.Dst, namedList(named))})
+	missingNamed(w, named)
+	return netfilter.Unknown
+}
+
+// namedList names virtual servers as the listing printed them, the first few of them.
+func namedList(vs []*VirtualServer) string {
+	const most = 3
+	var s []string
+	for i, v := range vs {
+		if i == most {
+			s = append(s, fmt.Sprintf("and %d more", len(vs)-most))
+			break
+		}
+		s = append(s, v.As)
+	}
+	if len(vs) == 1 {
+		return "virtual server " + s[0]
+	}
+	return fmt.Sprintf("one of the virtual servers %s", strings.Join(s, ", "))
+}
+
+// missingNamed records what a listing with names lacks for this packet.
+func missingNamed(w *netfilter.Walk, vs []*VirtualServer) {
+	if len(vs) == 1 {
+		w.Missing("the %s of virtual server %s: %s", vs[0].Unresolved(), vs[0].As, vs[0].why())
+		return
+	}
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.As)
+	}
+	if len(names) > 4 {
+		names = append(names[:3], fmt.Sprintf("and %d more", len(names)-3))
+	}
+	w.Missing("the addresses and ports of the virtual servers `ipvsadm -L` printed by name (%s): any of them may be the packet's destination; paste `ipvsadm -Ln`", strings.Join(names, ", "))
 }
 
 // schedule is what IPVS does with a packet on its way in: find the virtual server, pick a real server for a
@@ -50,6 +112,14 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 	}
 	dst := netip.AddrPortFrom(p.Dst, p.Dport)
 	v := r.State.Find(p.Proto, p.Dst, p.Dport, p.Mark)
+	if named := r.State.Unresolved(p.Proto, p.Dst, p.Dport); (v == nil || v.FWMark != 0) && len(named) > 0 {
+		// A virtual server the listing printed by name may be this one: IPVS takes the packet if so (and looks
+		// services up by address before it looks at firewall marks).
+		w.Add(trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
+			Reason: fmt.Sprintf("no virtual server the listing gives by address is %s %s, but it may be %s", strings.ToUpper(p.Proto), dst, namedList(named))})
+		missingNamed(w, named)
+		return netfilter.Unknown
+	}
 	if v == nil {
 		w.Add(trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
 			Reason: fmt.Sprintf("no IPVS virtual server for %s %s: the packet goes on to the node's own sockets", strings.ToUpper(p.Proto), dst)})
@@ -61,6 +131,14 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 	client := netip.AddrPortFrom(p.Src, p.Sport)
 	if rs, why := r.decided(v, client); rs != nil {
 		return r.forward(w, v, rs, 1, why)
+	}
+	if v.Persistent {
+		from := "the same client address"
+		if v.PersistMask != "" {
+			from = fmt.Sprintf("the same client network (mask %s)", v.PersistMask)
+		}
+		w.Note("persistent %d: IPVS sends every connection from %s to the same real server for %d s after the last one (a persistence template), so a client that connected before goes where it went then, not by %s",
+			v.Timeout, from, v.Timeout, v.Scheduler)
 	}
 	avail, probs, why, turns := choices(v)
 	if len(avail) == 0 {
@@ -115,6 +193,12 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 	if prob < 1 {
 		h.Probability = prob
 	}
+	if what := rs.Unresolved(); what != "" {
+		// The listing printed the real server by name: where IPVS sends the packet is not known.
+		w.Add(h)
+		w.Missing("the %s of real server %s of %s: %s", what, rs.As, v.Name(), rs.why())
+		return netfilter.Unknown
+	}
 	vip := v.Addr()
 	client := netip.AddrPortFrom(w.Pkt.Src, w.Pkt.Sport)
 	switch rs.Forward {
@@ -123,6 +207,9 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 		h.Changes = []string{w.DNAT(rs.Addr())}
 		entry := fmt.Sprintf("%s -> %s -> %s", clientString(client), vip, rs.Addr())
 		w.ReverseNATBy(fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
+		if r.MasqueradeUnknown {
+			w.Note("%s", MasqueradeUnknownNote)
+		}
 	case "Local":
 		h.Verdict = "accept"
 		w.Add(h)
@@ -135,6 +222,10 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 	w.Add(h)
 	return netfilter.Stolen
 }
+
+// MasqueradeUnknownNote is the walk's note for a packet IPVS translated when the input lacks the nat rules that
+// may masquerade it (Ruleset.MasqueradeUnknown): the path's SNAT then only repeats the packet's source.
+const MasqueradeUnknownNote = "the source the endpoint sees is not known from this dump: kube-proxy's IPVS mode masquerades NodePort and --masquerade-all traffic with its iptables rules (KUBE-POSTROUTING), which the dump does not have; paste iptables-save too"
 
 func clientString(a netip.AddrPort) string {
 	if a.Port() == 0 {

@@ -17,6 +17,9 @@ type IPSet struct {
 	Options string `json:"options,omitempty"`
 	// Members are the add lines' entries as written: "30080", "10.96.0.10,tcp:80", "10.244.1.2,tcp:80,10.244.1.2".
 	Members []string `json:"members,omitempty"`
+	// Incomplete says why Members is not the whole set ("" when it is): a pasted `ipset list` cut short, or
+	// one that shows no members (see Complete).
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // ParseIPSetSave reads `ipset save` output.
