@@ -213,6 +213,13 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 				if m.isGoto {
 					verb, does = "goto", "goes"
 				}
+				if strings.ToUpper(tg) == tg && !strings.ContainsAny(tg, "-_") {
+					// An extension target (REDIRECT, TPROXY, CLASSIFY, …), not a chain.
+					h.Verdict = strings.ToLower(tg) + " (not modelled)"
+					w.Add(h)
+					w.Missing("what target %s does (%s/%s rule %d): k8sguide does not model it", tg, t.Name, f.chain.Name, idx+1)
+					return netfilter.Unknown
+				}
 				h.Verdict = verb + " " + tg + " (chain not in the input)"
 				w.Add(h)
 				w.Missing("chain %s/%s (%s/%s rule %d %s to it; the input does not have it)", t.Name, tg, t.Name, f.chain.Name, idx+1, does)

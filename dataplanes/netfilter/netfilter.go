@@ -388,6 +388,12 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		if len(w.missing) > 0 {
 			verdict = trace.Unknown
 		}
+		if verdict == trace.Local && w.dnat != nil && w.Pkt.New && w.dnat.Addr() != flow.Dst {
+			// A rule translated it to one of the node's own addresses (a hostNetwork endpoint, the apiserver
+			// behind the kubernetes Service, an externalIP): delivered to that endpoint, on this node.
+			w.Note("the endpoint %s is an address of this node: the packet is delivered to its socket here", *w.dnat)
+			verdict = trace.Delivered
+		}
 		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing}
 		if verdict == trace.Delivered {
 			p.SNAT = w.Pkt.Src.String()
@@ -520,7 +526,6 @@ func (w *Walk) resend(hook func(Hook) Verdict, stop func(Verdict) (trace.Path, *
 		return stop(v)
 	}
 	if w.Pkt.Local {
-		w.Note("IPVS translated the packet to an address of this node: it is delivered here")
 		return finish(trace.Local)
 	}
 	if v := hook(Output); v != Accept {

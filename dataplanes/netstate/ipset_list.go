@@ -153,7 +153,7 @@ func ParseIPSetList(text string) ([]IPSet, error) {
 		}
 		key, value, ok := strings.Cut(line, ":")
 		if !ok {
-			return nil, fmt.Errorf("ipset list line %d: %q: want a \"Key: value\" header line or Members:", n, raw)
+			return nil, fmt.Errorf("ipset list line %d: %q: want a \"Key: value\" header line or the Members line", n, raw)
 		}
 		value = strings.TrimSpace(value)
 		if s.Type == "" && key != "Type" {

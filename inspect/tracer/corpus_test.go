@@ -34,17 +34,7 @@ type corpusCase struct {
 // sessions), with what they wait for. Each is still traced: one that comes out right fails the test, so that it
 // is taken off this list.
 var corpusPending = map[string]string{
-	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kube-dns ClusterIP UDP":                                       "the nft -f transaction reader (knftables `add …` syntax)",
-	"05-k8s-ipvs-readme-ipvsadm-ln.txt|kubernetes ClusterIP to the apiserver on the node":            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|NodePort 30355 on the node address":                "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"08-cn-blog-kube-proxy-log-and-ipvsadm-Ln.txt|kubernetes ClusterIP to the apiserver on the node": "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"09-opsnull-ipvsadm-L-n-prompt.txt|NodePort 32429 with four endpoints":                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"09-opsnull-ipvsadm-L-n-prompt.txt|kubernetes ClusterIP, two apiservers, persistent":             "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"10-k8s-81477-ipvsadm-ln-sctp.txt|SCTP NodePort 31514":                                           "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names, and SCTP",
-	"10-k8s-81477-ipvsadm-ln-sctp.txt|kube-dns ClusterIP UDP":                                        "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"11-kube-router-415-ipvsadm-L-names.txt|Service port printed as a name (http = 80)":              "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"11-kube-router-415-ipvsadm-L-names.txt|https virtual server to an http-alt endpoint":            "ipvsadm output after a `$ ipvsadm` command line, and `ipvsadm -L` with names",
-	"12-sealos-2108-ipset-list.txt|kube-dns ClusterIP known only from ipset":                         "the `ipset list` reader",
+	"10-k8s-81477-ipvsadm-ln-sctp.txt|SCTP NodePort 31514": "--proto sctp: the tracer takes tcp and udp (the IPVS walk schedules SCTP like TCP)",
 }
 
 // TestCorpus traces every hand-worked packet of the corpus of real dumps and compares the verdict, each
@@ -72,6 +62,11 @@ func TestCorpus(t *testing.T) {
 				problem := func() string {
 					s, err := LoadFile(filepath.Join("testdata/corpus", c.File), nil, local)
 					if err != nil {
+						// A dump nothing can be traced through (ipsets alone) is refused, naming what a trace
+						// needs: as good as an unknown verdict, never a guess.
+						if p.Verdict == trace.Unknown && strings.Contains(err.Error(), "a trace needs") {
+							return ""
+						}
 						return err.Error()
 					}
 					req := Request{Dst: p.Dst, Proto: p.Proto, From: p.From}

@@ -97,7 +97,33 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	outputs := map[dataplanes.Name][]paste.Output{}
 	var order []dataplanes.Engine
 	var readAs []string
+	var ipsets []netstate.IPSet
 	for _, o := range p.Outputs {
+		// ipset's outputs are the node's sets, which rules match against: the network state's, no engine's.
+		if netstate.IsIPSetList(o.Text) || netstate.IsIPSetSave(o.Text) {
+			parse := netstate.ParseIPSetList
+			how := "ipset list"
+			if !netstate.IsIPSetList(o.Text) {
+				parse, how = netstate.ParseIPSetSave, "ipset save"
+			}
+			sets, err := parse(o.Text)
+			if err != nil {
+				return nil, fmt.Errorf("the output of `%s` (line %d): %v", cmp.Or(o.Command, how), o.Line, err)
+			}
+			ipsets = append(ipsets, sets...)
+			cut := 0
+			for _, set := range sets {
+				if !set.Complete() {
+					cut++
+				}
+			}
+			desc := fmt.Sprintf("%s (%d sets", how, len(sets))
+			if cut > 0 {
+				desc += fmt.Sprintf(", %d cut short", cut)
+			}
+			readAs = append(readAs, desc+")")
+			continue
+		}
 		read := false
 		for _, e := range sniffers {
 			sn, ok, err := e.Sniff([]byte(o.WithCommand()))
@@ -147,6 +173,10 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		s.Engines[e.Name()] = sn.Part
 	}
 	s.Net = netstate.FromLocalAddresses(local)
+	s.Net.IPSets = ipsets
+	if len(s.Engines) == 0 && len(ipsets) > 0 {
+		return nil, fmt.Errorf("the input holds ipsets only: a trace needs the rules that match them (iptables-save) or the IPVS table (ipvsadm -Ln)")
+	}
 	if len(p.Stripped) > 0 {
 		s.Read = append(s.Read, "stripped: "+strings.Join(p.Stripped, ", "))
 	}
