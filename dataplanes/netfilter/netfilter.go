@@ -123,9 +123,9 @@ type Walk struct {
 	masqRandomPort bool
 	// masqUnknown, when set, is what the source was masqueraded to in words: the node's address is not known.
 	masqUnknown string
-	natDone        map[string]bool // "dst"/"src" translations set up for this flow
-	egress         string
-	ctDone         bool // conntrack has looked the packet up (after raw, before everything else)
+	natDone     map[string]bool // "dst"/"src" translations set up for this flow
+	egress      string
+	ctDone      bool // conntrack has looked the packet up (after raw, before everything else)
 	// Resent is true once IPVS has translated the packet and sent it on (the kernel's skb->ipvs_property):
 	// IPVS's own hooks let it pass from then on.
 	Resent bool
