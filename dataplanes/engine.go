@@ -64,6 +64,9 @@ type OpenOptions struct {
 	Node string
 	// Covered holds the nf_tables tables ("nat") that engines opened before this one walk already.
 	Covered map[string]bool
+	// Parts names every engine whose part the snapshot holds (a pasted dump may hold one engine's rules
+	// without the part they hand packets to).
+	Parts []Name
 }
 
 // Opened is a part ready for the walk.

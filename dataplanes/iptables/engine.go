@@ -251,6 +251,27 @@ func (all *Rules) merge(r *Rules) {
 	}
 }
 
+// ipvsMode names the ipset by which rules show kube-proxy's IPVS mode (KUBE-CLUSTER-IP and the other sets it
+// makes for its virtual servers), "" when they do not.
+func (r *Rules) ipvsMode() string {
+	for _, tname := range sortedKeys(r.Tables) {
+		t := r.Tables[tname]
+		for _, cname := range t.Order {
+			for _, rule := range t.Chains[cname].Rules {
+				for i, a := range rule.Args {
+					if a == "--match-set" && i+1 < len(rule.Args) {
+						switch set := rule.Args[i+1]; set {
+						case "KUBE-CLUSTER-IP", "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-UDP", "KUBE-EXTERNAL-IP":
+							return set
+						}
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // checkLoops refuses rules whose chains jump or go to each other in a circle. The kernel refuses to load them
 // (ELOOP from both iptables-legacy and nf_tables), so no node's dump has one; a walk through it would never end.
 func (r *Rules) checkLoops() error {
@@ -309,7 +330,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers
 // (legacy tables are not), so that the nftables engine leaves them to this one.
-func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.Opened, error) {
+func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplanes.Opened, error) {
 	var part Part
 	if err := json.Unmarshal(raw, &part); err != nil {
 		return nil, fmt.Errorf("iptables part: %v", err)
@@ -331,6 +352,11 @@ func (Engine) Open(raw json.RawMessage, _ dataplanes.OpenOptions) (*dataplanes.O
 		}
 		o.Rulesets = append(o.Rulesets, r)
 		o.Serves = o.Serves || r.HasKubeProxy()
+		if set := r.ipvsMode(); set != "" && !slices.Contains(opts.Parts, dataplanes.IPVS) {
+			// kube-proxy's IPVS mode keeps only marks and accepts in iptables; IPVS, at INPUT, picks the
+			// backend. Without its table a Service's packet looks "answered by the node's own socket".
+			o.Missing = append(o.Missing, "the IPVS table (`ipvsadm -Ln`): this node runs kube-proxy in IPVS mode (its rules match ipset "+set+"), and IPVS, not iptables, picks the backend")
+		}
 		if r.Partial {
 			// A part of the rules (grep'd, or kube-proxy's restore input alone): that none of them translated a
 			// packet says nothing about the rest.

@@ -105,6 +105,8 @@ func TestOpenMissing(t *testing.T) {
 		{"-A KUBE-SVC-A -j KUBE-SEP-1", "a part of them"},
 		{"*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -j ACCEPT\nCOMMIT", "the nat table"},
 		{"*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\nCOMMIT", ""},
+		// An IPVS-mode node's rules without its IPVS table (before: "the node's own socket answers").
+		{"*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT", "the IPVS table"},
 	} {
 		sn, ok, err := Engine{}.Sniff([]byte(tc.dump))
 		if !ok || err != nil {

@@ -61,8 +61,14 @@ func TestPastedTrace(t *testing.T) {
 	if tr.Verdict != trace.Delivered || len(tr.Endpoints) != 1 || tr.Dataplane != "iptables" {
 		t.Fatalf("verdict %s, endpoints %v, dataplane %q", tr.Verdict, tr.Endpoints, tr.Dataplane)
 	}
+	// Each path's endpoint carries the endpoint's overall chance (the issue saw 0 in paths[].endpoint).
+	for _, p := range tr.Paths {
+		if p.Endpoint == nil || p.Endpoint.Probability != 1 {
+			t.Errorf("path endpoint %+v", p.Endpoint)
+		}
+	}
 	notes := strings.Join(tr.Notes, "\n")
-	for _, want := range []string{"stripped: markdown fences", "read as: iptables -t nat -S [2 chains", "iptables -L FORWARD -n [1 chains"} {
+	for _, want := range []string{"stripped: markdown fences", "read as: iptables -t nat -S [2 chains", "iptables -L FORWARD -n [1 chain; a part of the rules]"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}

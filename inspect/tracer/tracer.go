@@ -269,12 +269,18 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 	o := &opened{dataplane: s.Dataplane}
 	covered := map[string]bool{}
 	walkers := map[dataplanes.Name]dataplanes.PacketWalker{}
+	var parts []dataplanes.Name
+	for _, e := range engines.All {
+		if s.Part(e.Name()) != nil {
+			parts = append(parts, e.Name())
+		}
+	}
 	for _, e := range engines.All {
 		part := s.Part(e.Name())
 		if part == nil {
 			continue
 		}
-		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered)})
+		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered), Parts: parts})
 		if err != nil {
 			return nil, err
 		}
