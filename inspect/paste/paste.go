@@ -31,7 +31,7 @@ func (o Output) Tool() string {
 	return tool
 }
 
-// Text is the output with its command line first ("$ COMMAND"), the form engines' readers take (see
+// WithCommand is the output with its command line first ("$ COMMAND"), the form engines' readers take (see
 // dataplanes.Engine.Sniff).
 func (o Output) WithCommand() string {
 	if o.Command == "" {
