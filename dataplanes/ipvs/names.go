@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
 // `ipvsadm -L` without -n prints each address as its host name when the node's resolver has one
@@ -21,46 +23,6 @@ import (
 // characters, a real server's name at 28 (IPv4; IPv6 at 59, its 60-byte buffer). Numbers never reach those widths;
 // a name that does may have lost its end, port included ("…svc.cluster.local:https" cut to "…:http" would read
 // as port 80).
-
-// servicePorts maps the service names ipvsadm prints for the ports Kubernetes Services commonly use back to the
-// ports. A name is listed only where the /etc/services files of the nodes' usual distributions agree on it:
-// Debian's and Ubuntu's netbase (checked against netbase 6.3), Red Hat's setup package and the IANA registry
-// (iana-etc: Arch, Flatcar, SUSE), since whichever file the node had printed it. A name with more than one port
-// (IANA names both 8008 and 8080 http-alt, where netbase names only 8080) does not tell the port. A name not
-// listed is not guessed.
-var servicePorts = map[string][]uint16{
-	"ftp":          {21},
-	"ssh":          {22},
-	"smtp":         {25},
-	"domain":       {53},
-	"http":         {80},
-	"kerberos":     {88},
-	"ntp":          {123},
-	"ldap":         {389},
-	"https":        {443},
-	"ldaps":        {636},
-	"mqtt":         {1883},
-	"etcd-client":  {2379},
-	"etcd-server":  {2380},
-	"mysql":        {3306},
-	"epmd":         {4369},
-	"postgresql":   {5432},
-	"amqps":        {5671},
-	"amqp":         {5672},
-	"redis":        {6379},
-	"sun-sr-https": {6443}, // IANA's name for the API server's port
-	"irdmi":        {8000},
-	"http-alt":     {8008, 8080},
-	"webcache":     {8080}, // Red Hat's name for 8080
-	"tproxy":       {8081},
-	"pcsync-https": {8443},
-	"secure-mqtt":  {8883},
-	"websm":        {9090},
-	"bacula-fd":    {9102},
-	"wap-wsp":      {9200},
-	"memcache":     {11211},
-	"mongodb":      {27017},
-}
 
 // Printed is how a listing without -n printed an address and port that it did not print as numbers.
 type Printed struct {
@@ -98,7 +60,7 @@ func (p Printed) why() string {
 		}
 		if p.NoPort {
 			_, port := splitHostPort(p.As)
-			if ports := servicePorts[port]; len(ports) > 1 {
+			if ports := netfilter.ServicePorts(port); len(ports) > 1 {
 				s = append(s, fmt.Sprintf("the service name %s is port %s depending on the node's /etc/services", port, orList(ports)))
 			} else {
 				s = append(s, fmt.Sprintf("the service name %q is not one k8sguide reads back", port))
@@ -146,14 +108,8 @@ func readAddrPort(s string, width int) (netip.Addr, uint16, Printed, error) {
 	if err != nil || p.Cut && !strings.Contains(s, ":") {
 		addr, p.NoAddress = netip.Addr{}, true
 	}
-	var num uint16
-	if n, err := strconv.ParseUint(port, 10, 16); err == nil {
-		num = uint16(n)
-	} else if ports := servicePorts[port]; len(ports) == 1 {
-		num = ports[0]
-	} else {
-		p.NoPort = true
-	}
+	num, ok := netfilter.PortNumber(port)
+	p.NoPort = !ok
 	if p.Cut {
 		num, p.NoPort = 0, true
 	}
