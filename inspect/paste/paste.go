@@ -80,6 +80,7 @@ func Clean(data string) Paste {
 
 	cur := Output{Line: 1}
 	var text []string
+	hasText := false // whether text holds a line that is not blank
 	flush := func() {
 		body := strings.Join(text, "\n")
 		if strings.TrimSpace(body) != "" || cur.Command != "" {
@@ -90,7 +91,7 @@ func Clean(data string) Paste {
 				p.Outputs = append(p.Outputs, cur)
 			}
 		}
-		text = nil
+		text, hasText = nil, false
 	}
 	format := ""
 	for i, l := range lines {
@@ -108,7 +109,7 @@ func Clean(data string) Paste {
 		// Outputs pasted one after another without their commands: a line only one tool prints at the start
 		// of its output begins another.
 		if f := startOf(l); f != "" {
-			if f != format && strings.TrimSpace(strings.Join(text, "")) != "" {
+			if f != format && hasText {
 				flush()
 				cur = Output{Line: i + 1}
 			}
@@ -119,6 +120,7 @@ func Clean(data string) Paste {
 			continue
 		}
 		text = append(text, l)
+		hasText = hasText || strings.TrimSpace(l) != ""
 	}
 	flush()
 	return p

@@ -95,33 +95,18 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	}
 	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
 	outputs := map[dataplanes.Name][]paste.Output{}
+	parts := map[dataplanes.Name]json.RawMessage{} // an engine's part when one output is all it reads
 	var order []dataplanes.Engine
 	var readAs []string
 	var ipsets []netstate.IPSet
 	for _, o := range p.Outputs {
 		// ipset's outputs are the node's sets, which rules match against: the network state's, no engine's.
-		if netstate.IsIPSetList(o.Text) || netstate.IsIPSetSave(o.Text) {
-			parse := netstate.ParseIPSetList
-			how := "ipset list"
-			if !netstate.IsIPSetList(o.Text) {
-				parse, how = netstate.ParseIPSetSave, "ipset save"
-			}
-			sets, err := parse(o.Text)
+		if sets, how, ok, err := readIPSets(o); ok {
 			if err != nil {
-				return nil, fmt.Errorf("the output of `%s` (line %d): %v", cmp.Or(o.Command, how), o.Line, err)
+				return nil, err
 			}
 			ipsets = append(ipsets, sets...)
-			cut := 0
-			for _, set := range sets {
-				if !set.Complete() {
-					cut++
-				}
-			}
-			desc := fmt.Sprintf("%s (%d sets", how, len(sets))
-			if cut > 0 {
-				desc += fmt.Sprintf(", %d cut short", cut)
-			}
-			readAs = append(readAs, desc+")")
+			readAs = append(readAs, how)
 			continue
 		}
 		read := false
@@ -144,6 +129,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 				order = append(order, e)
 			}
 			outputs[e.Name()] = append(outputs[e.Name()], o)
+			parts[e.Name()] = sn.Part
 			readAs = append(readAs, sn.ReadAs...)
 			local = append(local, sn.Local...)
 			read = true
@@ -157,8 +143,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	for _, e := range order {
 		outs := outputs[e.Name()]
 		if len(outs) == 1 {
-			sn, _, _ := e.Sniff([]byte(outs[0].WithCommand()))
-			s.Engines[e.Name()] = sn.Part
+			s.Engines[e.Name()] = parts[e.Name()]
 			continue
 		}
 		// One part per engine: its outputs together, each after its command line.
@@ -185,6 +170,32 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	}
 	s.Read = append(s.Read, "read as: "+strings.Join(readAs, ", "))
 	return s, nil
+}
+
+// readIPSets reads an output of `ipset list` or `ipset save` (ok is false for any other), and says how.
+func readIPSets(o paste.Output) (sets []netstate.IPSet, how string, ok bool, err error) {
+	parse, how := netstate.ParseIPSetList, "ipset list"
+	switch {
+	case netstate.IsIPSetList(o.Text):
+	case netstate.IsIPSetSave(o.Text):
+		parse, how = netstate.ParseIPSetSave, "ipset save"
+	default:
+		return nil, "", false, nil
+	}
+	if sets, err = parse(o.Text); err != nil {
+		return nil, "", true, fmt.Errorf("the output of `%s` (line %d): %v", cmp.Or(o.Command, how), o.Line, err)
+	}
+	cut := 0
+	for _, set := range sets {
+		if !set.Complete() {
+			cut++
+		}
+	}
+	how += fmt.Sprintf(" (%d sets", len(sets))
+	if cut > 0 {
+		how += fmt.Sprintf(", %d cut short", cut)
+	}
+	return sets, how + ")", true, nil
 }
 
 func quoteAll(cmds []string) string {
