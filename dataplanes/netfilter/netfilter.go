@@ -396,7 +396,7 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 		}
 		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing}
 		if verdict == trace.Delivered {
-			p.SNAT = w.Pkt.Src.String()
+			p.SNAT = w.MasqueradedTo()
 			if w.dnat != nil {
 				e := &trace.Endpoint{IP: w.dnat.Addr().String(), Port: int(w.dnat.Port()), Turn: w.turn}
 				if names != nil {
@@ -405,12 +405,6 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 				p.Endpoint = e
 			}
 			p.Reply = w.reply(flow)
-			if w.masqUnknown != "" {
-				p.SNAT = w.masqUnknown
-				old := w.Pkt.Src.String() + ":"
-				p.Reply.To = strings.Replace(p.Reply.To, old, w.masqUnknown+":", 1)
-				p.Reply.Text = strings.Replace(p.Reply.Text, old, w.masqUnknown+":", 1)
-			}
 		}
 		return p, ct
 	}
@@ -681,9 +675,9 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 		return fmt.Sprint(p)
 	}
 	srcPort := port(flow.Sport)
-	replyTo := fmt.Sprintf("%s:%s", w.Pkt.Src, srcPort)
+	replyTo := fmt.Sprintf("%s:%s", w.MasqueradedTo(), srcPort)
 	if w.masqRandomPort {
-		replyTo = fmt.Sprintf("%s:%s", w.Pkt.Src, "PORT'")
+		replyTo = fmt.Sprintf("%s:%s", w.MasqueradedTo(), "PORT'")
 	}
 	r := &trace.Reply{
 		From:       netip.AddrPortFrom(w.Pkt.Dst, w.Pkt.Dport).String(),
