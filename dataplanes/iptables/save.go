@@ -176,15 +176,9 @@ func parseSave(text, headerless string) (*Rules, error) {
 			c := t.Chains[lastRule.chain]
 			c.Rules = c.Rules[:len(c.Rules)-1]
 			c.Cut = true
-			for _, name := range t.Order {
-				if t.Chains[name].Cut || len(t.Chains[name].Rules) == 0 {
-					t.Chains[name].Cut = true
-				}
-			}
-		} else {
-			for _, c := range t.Chains {
-				c.Cut = len(c.Rules) == 0 || c.Cut
-			}
+		}
+		for _, c := range t.Chains {
+			c.Cut = c.Cut || len(c.Rules) == 0
 		}
 	}
 	// kube-proxy's restore input (and `iptables-save | grep`) holds its own chains, not the built-in ones
