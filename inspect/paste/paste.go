@@ -24,13 +24,6 @@ type Output struct {
 	Line int
 }
 
-// Tool is the dump tool the command runs ("iptables-save", "ipvsadm", "nft", …; "" when the command line
-// names none of them).
-func (o Output) Tool() string {
-	_, tool, _ := commandTool(o.Command)
-	return tool
-}
-
 // WithCommand is the output with its command line first ("$ COMMAND"), the form engines' readers take (see
 // dataplanes.Engine.Sniff).
 func (o Output) WithCommand() string {
@@ -276,7 +269,7 @@ func commandLine(l string) (string, bool) {
 	if i := strings.Index(rest, " #"); i > 0 {
 		rest = strings.TrimSpace(rest[:i])
 	}
-	words, tool, _ := commandTool(rest)
+	words, tool := commandTool(rest)
 	if len(words) == 0 {
 		return "", false
 	}
@@ -301,34 +294,32 @@ var dumpTools = map[string]bool{
 
 // dumpTool says whether a command runs a tool whose output k8sguide reads.
 func dumpTool(cmd string) bool {
-	_, tool, _ := commandTool(cmd)
+	_, tool := commandTool(cmd)
 	return tool != ""
 }
 
-// commandTool splits a command into words and finds the dump tool it runs: its first word, or past a wrapper
-// that runs it elsewhere (sudo, kubectl exec … --, docker exec NODE, ip netns exec NS, nsenter …, chroot DIR);
-// pipe is what follows a `|`.
-func commandTool(cmd string) (words []string, tool string, pipe string) {
-	if i := strings.Index(cmd, "|"); i >= 0 {
-		cmd, pipe = cmd[:i], strings.TrimSpace(cmd[i+1:])
-	}
+// commandTool splits a command into words (up to a `|`) and finds the dump tool it runs: its first word, or
+// past a wrapper that runs it elsewhere (sudo, kubectl exec … --, docker exec NODE, ip netns exec NS, nsenter …,
+// chroot DIR).
+func commandTool(cmd string) (words []string, tool string) {
+	cmd, _, _ = strings.Cut(cmd, "|")
 	words = strings.Fields(cmd)
 	if len(words) == 0 {
-		return nil, "", pipe
+		return nil, ""
 	}
 	base := func(w string) string { return w[strings.LastIndexByte(w, '/')+1:] }
 	if dumpTools[base(words[0])] {
-		return words, base(words[0]), pipe
+		return words, base(words[0])
 	}
 	if !wrappers[base(words[0])] {
-		return words, "", pipe
+		return words, ""
 	}
 	for _, w := range words[1:] {
 		if dumpTools[base(w)] {
-			return words, base(w), pipe
+			return words, base(w)
 		}
 	}
-	return words, "", pipe
+	return words, ""
 }
 
 // wrappers run the command after them, maybe elsewhere.
