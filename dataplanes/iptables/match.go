@@ -302,8 +302,10 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 	case "--match-set":
 		set, ok := w.Net.IPSet(v)
 		if !ok {
-			m.notes = append(m.notes, fmt.Sprintf("a rule tests ipset %s, which this snapshot does not hold: the trace assumes it matches", v))
-			return !c.neg, ""
+			// A node's own snapshot holds every set its rules name (iptables refuses a rule on a set that
+			// does not exist), so only a pasted dump gets here: whether the packet is in the set is not known.
+			m.unknown = fmt.Sprintf("ipset %s (a rule tests it; the input does not hold it: paste `ipset list %s` too)", v, v)
+			return false, ""
 		}
 		dirs := ""
 		if len(c.vals) > 1 {
@@ -312,6 +314,10 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 		in, key := set.Match(dirs, netstate.SetPacket{Src: p.Src, Dst: p.Dst, Sport: p.Sport, Dport: p.Dport, Proto: p.Proto})
 		if in {
 			return true, fmt.Sprintf("%s is in %s", key, v)
+		}
+		if !set.Complete() {
+			m.unknown = fmt.Sprintf("whether %s is in ipset %s: %s", key, v, set.Incomplete)
+			return false, ""
 		}
 		return false, fmt.Sprintf("%s is not in ipset %s", key, v)
 	case "--mode", "--probability", "--every", "--packet":

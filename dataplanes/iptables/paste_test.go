@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -134,6 +135,51 @@ func TestLoopsRefused(t *testing.T) {
 		_, ok, err := Engine{}.Sniff([]byte(dump))
 		if !ok || err == nil || !strings.Contains(err.Error(), "the rules loop") {
 			t.Errorf("%q: %v", dump, err)
+		}
+	}
+}
+
+// TestSetsNotShown: a rule testing an ipset the paste does not hold, or holds cut short without the packet, is
+// unknown, naming the set (before: "assumed to match", a confident path through Calico's or kube-router's sets).
+func TestSetsNotShown(t *testing.T) {
+	const dump = "*nat\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m set --match-set cali40svc dst -j DNAT --to-destination 10.244.0.9:80\nCOMMIT"
+	walk := func(sets []netstate.IPSet) *trace.Trace {
+		r, err := parse(dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := netstate.FromLocalAddresses(nil)
+		st.IPSets = sets
+		tr := &trace.Trace{}
+		tr.Paths, tr.Notes, tr.Conntrack = netfilter.Run([]netfilter.Ruleset{r}, &st,
+			trace.Flow{Src: netip.MustParseAddr("198.51.100.7"), Dst: netip.MustParseAddr("10.96.0.5"), Dport: 80, Proto: "tcp"}, netfilter.Origin{FromNode: true}, nil)
+		tr.Finish()
+		return tr
+	}
+	list := func(members string, count int) []netstate.IPSet {
+		text := fmt.Sprintf("Name: cali40svc\nType: hash:ip\nRevision: 4\nHeader: family inet hashsize 1024 maxelem 65536\nSize in memory: 200\nReferences: 1\nNumber of entries: %d\nMembers:\n%s", count, members)
+		sets, err := netstate.ParseIPSetList(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sets
+	}
+	for _, tc := range []struct {
+		name      string
+		sets      []netstate.IPSet
+		verdict   string
+		endpoints int
+		missing   string
+	}{
+		{"set not pasted", nil, trace.Unknown, 0, "ipset cali40svc (a rule tests it; the input does not hold it"},
+		// The paste ends inside the members: the last one shown may be cut short, so it is not counted.
+		{"set cut short", list("10.96.0.7\n10.96.0.8\n", 3), trace.Unknown, 0, "whether 10.96.0.5 is in ipset cali40svc: the listing shows 1 of its 3 members"},
+		{"packet in a cut set", list("10.96.0.5\n10.96.0.8\n", 3), trace.Delivered, 1, ""},
+		{"whole set without it", list("10.96.0.7\n", 1), trace.Delivered, 0, ""},
+	} {
+		tr := walk(tc.sets)
+		if tr.Verdict != tc.verdict || len(tr.Endpoints) != tc.endpoints || !strings.Contains(strings.Join(tr.Missing, ";"), tc.missing) {
+			t.Errorf("%s: %s to %v, missing %q; want %s to %d endpoints, %q", tc.name, tr.Verdict, tr.Endpoints, tr.Missing, tc.verdict, tc.endpoints, tc.missing)
 		}
 	}
 }
