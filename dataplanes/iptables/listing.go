@@ -197,7 +197,7 @@ func listingExtras(x []string, args *[]string) ([]string, error) {
 			}
 			i++ // */
 			*args = append(*args, "-m", "comment", "--comment", strings.Join(c, " "))
-		case w == "tcp" || w == "udp":
+		case w == "tcp" || w == "udp" || w == "sctp":
 			*args = append(*args, "-m", w)
 			for i+1 < len(x) {
 				p := x[i+1]

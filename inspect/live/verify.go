@@ -59,8 +59,8 @@ func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req trac
 			err = fmt.Errorf("interrupted; the tracing rules were removed")
 		}
 	}()
-	if strings.ToLower(req.Proto) == "udp" {
-		return nil, fmt.Errorf("--verify sends a TCP connection; udp is not supported")
+	if proto := strings.ToLower(req.Proto); proto != "" && proto != "tcp" {
+		return nil, fmt.Errorf("--verify sends a TCP connection; %s is not supported", proto)
 	}
 	snap, err := Snapshot(ctx, p, name, node)
 	if err != nil {

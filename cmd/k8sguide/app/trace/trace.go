@@ -125,7 +125,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Dst, "dst", "", "destination IP:PORT (a node IP and NodePort, a ClusterIP and port, …)")
 	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
-	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
+	fl.StringVar(&f.Proto, "proto", "tcp", "tcp, udp or sctp")
 	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst)")
 	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or what iptables-save, -S or -L, nft list ruleset (or -j, or -f input), ipvsadm -L[n] printed, as pasted")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
