@@ -208,7 +208,7 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 		entry := fmt.Sprintf("%s -> %s -> %s", clientString(client), vip, rs.Addr())
 		w.ReverseNATBy(fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
 		if r.MasqueradeUnknown {
-			w.Note("%s", MasqueradeUnknownNote)
+			w.SourceUnknown(MasqueradeUnknownNote)
 		}
 	case "Local":
 		h.Verdict = "accept"
@@ -224,7 +224,7 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 }
 
 // MasqueradeUnknownNote is the walk's note for a packet IPVS translated when the input lacks the nat rules that
-// may masquerade it (Ruleset.MasqueradeUnknown): the path's SNAT then only repeats the packet's source.
+// may masquerade it (Ruleset.MasqueradeUnknown): the path's SNAT and the reply's destination are then unknown.
 const MasqueradeUnknownNote = "the source the endpoint sees is not known from this dump: kube-proxy's IPVS mode masquerades NodePort and --masquerade-all traffic with its iptables rules (KUBE-POSTROUTING), which the dump does not have; paste iptables-save too"
 
 func clientString(a netip.AddrPort) string {

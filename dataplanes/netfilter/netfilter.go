@@ -123,6 +123,9 @@ type Walk struct {
 	masqRandomPort bool
 	// masqUnknown, when set, is what the source was masqueraded to in words: the node's address is not known.
 	masqUnknown string
+	// srcUnknown, when set, says why the source the endpoint sees cannot be told: the input lacks the rules
+	// that may masquerade the packet (an IPVS table pasted without the node's iptables rules).
+	srcUnknown string
 	natDone     map[string]bool // "dst"/"src" translations set up for this flow
 	egress      string
 	ctDone      bool // conntrack has looked the packet up (after raw, before everything else)
@@ -274,8 +277,18 @@ func (w *Walk) Masquerade(how string, randomPort bool) string {
 	return w.SNAT(src)
 }
 
+// SourceUnknown says the source the endpoint sees cannot be told from the input, and why (it becomes a note):
+// the path's SNAT and the reply's destination are then trace.Unknown, never the client's address in their place.
+func (w *Walk) SourceUnknown(why string) {
+	w.srcUnknown = why
+	w.Note("%s", why)
+}
+
 // MasqueradedTo is the source a masquerade gave the packet, in words when the node's address is not known.
 func (w *Walk) MasqueradedTo() string {
+	if w.srcUnknown != "" {
+		return trace.Unknown
+	}
 	if w.masqUnknown != "" {
 		return w.masqUnknown
 	}
@@ -679,6 +692,9 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 	if w.masqRandomPort {
 		replyTo = fmt.Sprintf("%s:%s", w.MasqueradedTo(), "PORT'")
 	}
+	if w.srcUnknown != "" {
+		replyTo = trace.Unknown
+	}
 	r := &trace.Reply{
 		From:       netip.AddrPortFrom(w.Pkt.Dst, w.Pkt.Dport).String(),
 		To:         replyTo,
@@ -695,6 +711,16 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 			}
 		}
 		undo = append(undo, fmt.Sprintf("the destination back to %s (undoing %s)", r.AsSeenTo, how))
+	}
+	if w.srcUnknown != "" {
+		// Whether the node masqueraded the packet is not known, so neither is where the pod answers, nor whether
+		// that answer can come back through this node (replyBypasses needs the source the pod saw).
+		what := "conntrack turns"
+		if w.dnat != nil && w.reverseNAT != "" {
+			what = "conntrack (undoing any masquerade) and " + w.reverseNAT + " turn"
+		}
+		r.Text = fmt.Sprintf("the pod at %s answers the source it saw, which the input does not tell; back through this node, %s the reply into %s -> %s", r.From, what, r.AsSeenFrom, r.AsSeenTo)
+		return r
 	}
 	if w.replyBypasses() {
 		r.Bypasses = true

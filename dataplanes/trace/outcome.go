@@ -38,7 +38,7 @@ func OutcomeMismatch(p Path, c Connection) string {
 		if p.Endpoint != nil && p.Endpoint.Pod != "" && !AnsweredBy(p, c) {
 			return fmt.Sprintf("the path leads to %s but %s answered", p.Endpoint.Pod, c.Pod)
 		}
-		if seen := clientIP(c.Client); p.SNAT != "" && seen != "" && p.SNAT != seen {
+		if seen := clientIP(c.Client); p.SNAT != "" && p.SNAT != Unknown && seen != "" && p.SNAT != seen {
 			return fmt.Sprintf("the path says the pod sees source %s; it saw %s", p.SNAT, seen)
 		}
 	case Rejected:

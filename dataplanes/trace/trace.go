@@ -143,7 +143,9 @@ type Path struct {
 	// VerdictBy is the rule that dropped or rejected the packet.
 	VerdictBy *Hop      `json:"verdictBy,omitempty"`
 	Endpoint  *Endpoint `json:"endpoint,omitempty"`
-	// SNAT is the source address (and port, when fixed) the endpoint sees.
+	// SNAT is the source address (and port, when fixed) the endpoint sees; Unknown ("unknown") when the input
+	// lacks the rules that may masquerade the packet (the notes say which), never the client's address in its
+	// place.
 	SNAT string `json:"snat,omitempty"`
 	// Egress is where the packet leaves the node: interface and next hop.
 	Egress string `json:"egress,omitempty"`
@@ -154,7 +156,7 @@ type Path struct {
 
 // Reply is the way back: the endpoint's answer and how conntrack undoes the translations.
 type Reply struct {
-	// From and To are the reply's addresses as the endpoint sends it.
+	// From and To are the reply's addresses as the endpoint sends it; To is Unknown when the path's SNAT is.
 	From string `json:"from"`
 	To   string `json:"to"`
 	// AsSeen are the reply's addresses after conntrack's reverse NAT, as the original sender receives it.

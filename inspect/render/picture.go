@@ -380,7 +380,11 @@ func TraceDOT(t *trace.Trace) string {
 		e := pb.endBox(p, pst.dst)
 		arrive := tail
 		if p.Verdict == trace.Delivered {
-			arrive = strings.TrimSpace(tail + "\npod sees source " + pst.src)
+			seen := pst.src
+			if p.SNAT == trace.Unknown {
+				seen = "unknown (see notes)"
+			}
+			arrive = strings.TrimSpace(tail + "\npod sees source " + seen)
 		}
 		if end == last && tail == label {
 			arrive = label // no hop of its own: the branch goes straight to the end
@@ -388,6 +392,9 @@ func TraceDOT(t *trace.Trace) string {
 		edges = append(edges, edge(end, e, arrive, ""))
 		if r := p.Reply; r != nil {
 			text := "reply → " + r.To
+			if r.To == trace.Unknown {
+				text = "reply → the source\nthe pod saw (unknown)"
+			}
 			if !sameSeen {
 				text += fmt.Sprintf("\nsender gets %s\n→ %s", r.AsSeenFrom, r.AsSeenTo)
 			}

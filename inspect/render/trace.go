@@ -236,6 +236,9 @@ func compactReply(r *trace.Reply) string {
 	if r.From == r.AsSeenFrom && r.To == r.AsSeenTo {
 		s = fmt.Sprintf("the pod answers %s from %s; nothing to undo", r.To, r.From)
 	}
+	if r.To == trace.Unknown {
+		s = fmt.Sprintf("the pod answers the source it saw, which the input does not tell; back through this node, the reply becomes %s -> %s", r.AsSeenFrom, r.AsSeenTo)
+	}
 	if r.Bypasses {
 		s += "; but it bypasses this node, so the client drops it and the connection fails (-o wide says why)"
 	}
