@@ -148,7 +148,8 @@ func commandForm(cmd string) (table string, listing, rules, verbose bool, shown 
 func parseAll(text string) (*Rules, []string, error) {
 	all := &Rules{Tables: map[string]*Table{}}
 	var readAs []string
-	for _, seg := range segments(text) {
+	segs := segments(text)
+	for i, seg := range segs {
 		body := strings.Join(seg.lines, "\n")
 		table, listing, rules, verbose, shown := commandForm(seg.command)
 		if seg.command == "" {
@@ -182,7 +183,8 @@ func parseAll(text string) (*Rules, []string, error) {
 			if seg.command != "" {
 				lines = lines[1:]
 			}
-			r, err = parseSave(strings.Join(lines, "\n"), table)
+			// An output another follows is whole as pasted: only the last may have been cut.
+			r, err = parseSave(strings.Join(lines, "\n"), table, i < len(segs)-1)
 			if how == "" {
 				how = "iptables-save"
 			}

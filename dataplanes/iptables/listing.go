@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
@@ -67,6 +68,11 @@ func parseListing(text, table string, verbose bool) (*Rules, error) {
 			verbose = true
 		case strings.HasPrefix(line, "target "):
 			verbose = false
+		case dataplanes.Elision(line):
+			// Lines the paste left out of this chain: the walk cannot tell what they did.
+			if c != nil {
+				c.Rules = append(c.Rules, &Rule{Text: line, Elided: true})
+			}
 		default:
 			if c == nil {
 				return nil, fmt.Errorf("line %d: a rule with no \"Chain\" header (or `$ iptables … CHAIN` prompt) before it: %q", n, truncate(line))

@@ -66,6 +66,18 @@ func TestPastedForms(t *testing.T) {
 			"10.96.0.10:53", trace.Delivered, 1, ""},
 		{"-L without -n: a host name", "$ iptables -t nat -L\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nDNAT       tcp  --  anywhere             kube-dns.kube-system.svc.cluster.local  tcp dpt:53 to:10.244.0.2:53",
 			"10.96.0.10:53", trace.Unknown, 0, "printed a name"},
+		// The same cut -S output with another command's output after it: whole as pasted, its empty last
+		// chain is empty (before: "the rest of nat/KUBE-SERVICES" for every -S output but the last).
+		{"iptables -S followed by another output", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A\n$ iptables -t filter -S\n-P FORWARD ACCEPT",
+			"10.96.0.10:53", trace.Delivered, 0, ""},
+		// Lines the paste left out ("and more....." in an issue): a walk reaching them is unknown (before: the
+		// whole paste was refused with "short listing rule").
+		{"-L with lines left out before the match", "$ iptables -t nat -L -n\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nKUBE-SERVICES  all  --  0.0.0.0/0            0.0.0.0/0\n\nChain KUBE-SERVICES (1 references)\ntarget     prot opt source               destination\nDNAT       tcp  --  0.0.0.0/0            10.96.0.11           tcp dpt:53 to:10.244.0.3:53\n\nand more.....\n\nDNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53",
+			"10.96.0.10:53", trace.Unknown, 0, "the rules the paste left out of nat/KUBE-SERVICES"},
+		{"-L with lines left out after the match", "$ iptables -t nat -L -n\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nKUBE-SERVICES  all  --  0.0.0.0/0            0.0.0.0/0\n\nChain KUBE-SERVICES (1 references)\ntarget     prot opt source               destination\nDNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53\n...",
+			"10.96.0.10:53", trace.Delivered, 1, ""},
+		{"save lines with lines left out", "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-1 - [0:0]\n:KUBE-SEP-2 - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n[...]\n" + svcSave + "\nCOMMIT",
+			"10.96.0.10:53", trace.Unknown, 0, "where it says \"[...]\""},
 		{"-L with a policy DROP and no counters", "Chain FORWARD (policy DROP)\ntarget     prot opt source               destination\nACCEPT     all  --  10.0.0.0/8           0.0.0.0/0",
 			"10.96.0.10:53", trace.Dropped, 0, ""},
 	} {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -27,6 +28,12 @@ type Table struct {
 	Name   string
 	Chains map[string]*Chain
 	Order  []string
+	// lastRuled is the chain of the rule read last, where an elision line in save form belongs; elided says
+	// the table had one (its chains printed without rules may have lost them there).
+	lastRuled string
+	elided    bool
+	// afterElision is the elision line, from it to the next rule: that rule's chain may have lost its first rules.
+	afterElision string
 }
 
 // Chain is a chain and its rules.
@@ -48,6 +55,9 @@ type Rule struct {
 	Args           []string
 	Packets, Bytes uint64
 	Assumed        bool
+	// Elided is set for the place where the paste left rules out ("...", "and more....."): a walk reaching it
+	// does not know what they did.
+	Elided bool
 	// compiled is the rule ready for evaluation, made on its first walk: a walk meets every rule of
 	// KUBE-SERVICES, and a node's rules are walked once per Service when a command waits for them.
 	compiled *matcher
@@ -67,10 +77,11 @@ func (r *Rule) matcher() *matcher {
 // ParseSave reads iptables-save output (with or without -c counters, one table or all), a fragment of it,
 // `iptables -S` output (-P and -N lines) or kube-proxy's iptables-restore input (-X, -F, -I). Lines before a
 // `*table` line, and fragments with none, belong to the table their chains and targets show (guessTable).
-func ParseSave(text string) (*Rules, error) { return parseSave(text, "") }
+func ParseSave(text string) (*Rules, error) { return parseSave(text, "", false) }
 
-// parseSave is ParseSave with the table header-less lines belong to ("" to guess it from them).
-func parseSave(text, headerless string) (*Rules, error) {
+// parseSave is ParseSave with the table header-less lines belong to ("" to guess it from them); ended says
+// the paste shows the output whole (another follows it), so an `iptables -S` output's last chains were not cut.
+func parseSave(text, headerless string, ended bool) (*Rules, error) {
 	r := &Rules{Tables: map[string]*Table{}}
 	table := ""
 	sawHeader, declaresBuiltin := false, false
@@ -149,8 +160,9 @@ func parseSave(text, headerless string) (*Rules, error) {
 			}
 		}
 		// `iptables -S` prints every chain's -N first, then their rules chain by chain in the same order, and
-		// no end mark: the chains declared after the last one printed, and that one's end, may be cut off.
-		if declaresBuiltin && lastChain != "" {
+		// no end mark: the chains declared after the last one printed, and that one's end, may be cut off,
+		// unless the paste shows the output ended (another command's output follows it).
+		if declaresBuiltin && lastChain != "" && !ended {
 			tb := r.Tables[t]
 			after := false
 			for _, name := range tb.Order {
@@ -181,6 +193,14 @@ func parseSave(text, headerless string) (*Rules, error) {
 			c.Cut = c.Cut || len(c.Rules) == 0
 		}
 	}
+	// A chain printed without rules in a table the paste left lines out of may have lost them there.
+	for _, t := range r.Tables {
+		if t.elided {
+			for _, c := range t.Chains {
+				c.Cut = c.Cut || len(c.Rules) == 0
+			}
+		}
+	}
 	// kube-proxy's restore input (and `iptables-save | grep`) holds its own chains, not the built-in ones
 	// that jump to them: a fragment of the table.
 	r.Partial = !sawHeader || !declaresBuiltin && r.HasKubeProxy() && !r.jumpsFromBuiltin()
@@ -194,6 +214,13 @@ func parseSave(text, headerless string) (*Rules, error) {
 // commands (-P, -N, -X, -F). isRule says whether it added a rule.
 func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 	t := r.table(table)
+	if dataplanes.Elision(line) {
+		t.elided, t.afterElision = true, line
+		if c, ok := t.Chains[t.lastRuled]; ok {
+			c.Rules = append(c.Rules, &Rule{Text: line, Elided: true})
+		}
+		return false, nil
+	}
 	if strings.HasPrefix(line, ":") {
 		f := strings.Fields(line[1:])
 		if len(f) == 0 {
@@ -226,7 +253,13 @@ func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 	switch words[0] {
 	case "-A", "--append":
 		c := t.chain(words[1])
+		if t.afterElision != "" && len(c.Rules) == 0 && t.lastRuled != c.Name {
+			// A chain whose rules start right after an elision: its first rules may be among those left out.
+			c.Rules = append(c.Rules, &Rule{Text: t.afterElision, Elided: true})
+		}
+		t.afterElision = ""
 		c.Rules = append(c.Rules, &Rule{Text: line, Args: words[2:], Packets: pk, Bytes: by})
+		t.lastRuled = c.Name
 		return true, nil
 	case "-I", "--insert":
 		// -I CHAIN [N] rule: N is 1-based, 1 when left out.

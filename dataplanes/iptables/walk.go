@@ -93,6 +93,11 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		idx := f.next
 		rule := f.chain.Rules[idx]
 		f.next++
+		if rule.Elided {
+			w.Add(trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Reason: "the paste left rules out here"})
+			w.Missing("the rules the paste left out of %s/%s where it says %q (before its rule %d as pasted)", t.Name, f.chain.Name, rule.Text, idx+1)
+			return netfilter.Unknown
+		}
 		// A copy per evaluation: the notes it gathers are this walk's, the compiled rule stays as it was.
 		eval := *rule.matcher()
 		m := &eval
