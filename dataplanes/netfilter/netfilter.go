@@ -126,9 +126,9 @@ type Walk struct {
 	// srcUnknown, when set, says why the source the endpoint sees cannot be told: the input lacks the rules
 	// that may masquerade the packet (an IPVS table pasted without the node's iptables rules).
 	srcUnknown string
-	natDone     map[string]bool // "dst"/"src" translations set up for this flow
-	egress      string
-	ctDone      bool // conntrack has looked the packet up (after raw, before everything else)
+	natDone    map[string]bool // "dst"/"src" translations set up for this flow
+	egress     string
+	ctDone     bool // conntrack has looked the packet up (after raw, before everything else)
 	// Resent is true once IPVS has translated the packet and sent it on (the kernel's skb->ipvs_property):
 	// IPVS's own hooks let it pass from then on.
 	Resent bool
