@@ -12,5 +12,10 @@ var elision = regexp.MustCompile(`(?i)^(\.{3,}|…+|\[(\.{3,}|…)\]|\((\.{3,}|�
 // Elision says whether a pasted line stands for lines the paste left out. Readers keep the place: a walk that
 // reaches it cannot tell what the left-out rules did.
 func Elision(line string) bool {
-	return elision.MatchString(strings.TrimSpace(line))
+	t := strings.TrimSpace(line)
+	// Their first bytes, checked before the expression: every line of a dump is asked.
+	if t == "" || strings.IndexByte(".[(<aAeEmM\xe2", t[0]) < 0 || len(t) > 40 {
+		return false
+	}
+	return elision.MatchString(t)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -35,7 +36,7 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		return dataplanes.Sniffed{}, false, nil
 	}
-	_, readAs, err := parseAll(text)
+	r, readAs, err := parseAll(text)
 	if err != nil {
 		if IsListing(text) {
 			return dataplanes.Sniffed{}, true, fmt.Errorf("iptables listing: %v", err)
@@ -43,7 +44,37 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
 	part, err := json.Marshal(Part{"input": text})
+	sniffed.keep(text, r)
 	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, err
+}
+
+// sniffed keeps the rules of the dump Sniff read last, for the Open of the same text that follows it: a pasted
+// 5,000-Service dump is then parsed once, not twice. Open takes them (a walk compiles rules in place, so they
+// serve one Open).
+var sniffed lastSniffed
+
+type lastSniffed struct {
+	mu    sync.Mutex
+	text  string
+	rules *Rules
+}
+
+func (l *lastSniffed) keep(text string, r *Rules) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.text, l.rules = text, r
+}
+
+// take returns the rules Sniff read from text, if it was the last text sniffed, and forgets them.
+func (l *lastSniffed) take(text string) *Rules {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rules == nil || l.text != text {
+		return nil
+	}
+	r := l.rules
+	l.text, l.rules = "", nil
+	return r
 }
 
 // parse reads a dump: one or more outputs of iptables-save, `iptables -S` or `iptables -L`, each after the
@@ -343,9 +374,12 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 		if !ok {
 			continue
 		}
-		r, err := parse(text)
-		if err != nil {
-			return nil, fmt.Errorf("iptables (%s): %v", backend, err)
+		r := sniffed.take(text)
+		if r == nil {
+			var err error
+			if r, err = parse(text); err != nil {
+				return nil, fmt.Errorf("iptables (%s): %v", backend, err)
+			}
 		}
 		if backend != "legacy" {
 			for t := range r.Tables {

@@ -176,10 +176,23 @@ func unprefix(lines []string, strip func(string)) ([]string, int) {
 	out := lines[:0]
 	for _, l := range lines {
 		orig := l
-		for _, re := range []*regexp.Regexp{timestampPrefix, journaldPrefix} {
-			if m := re.FindString(l); m != "" {
+		// The prefixes' first bytes, checked before their expressions: a 100,000-line dump has none.
+		if len(l) > 4 && isDigit(l[0]) && l[4] == '-' {
+			if m := timestampPrefix.FindString(l); m != "" {
 				l = l[len(m):]
 			}
+		}
+		if len(l) > 3 && 'A' <= l[0] && l[0] <= 'Z' && 'a' <= l[1] && l[1] <= 'z' && l[3] == ' ' {
+			if m := journaldPrefix.FindString(l); m != "" {
+				l = l[len(m):]
+			}
+		}
+		if len(l) < 2 || !strings.ContainsRune("IWEF", rune(l[0])) || !isDigit(l[1]) {
+			if l != orig {
+				n++
+			}
+			out = append(out, l)
+			continue
 		}
 		if m := klogPrefix.FindString(l); m != "" {
 			l = l[len(m):]
@@ -256,6 +269,9 @@ func commandLine(l string) (string, bool) {
 	if t == "" {
 		return "", false
 	}
+	if notCommand(t) {
+		return "", false
+	}
 	rest := t
 	bare := true
 	if m := prompt.FindString(l); m != "" {
@@ -283,6 +299,22 @@ func commandLine(l string) (string, bool) {
 	}
 	return rest, true
 }
+
+// notCommand says, without the prompt expression, that a line is a dump's own: an iptables-save rule, chain
+// or table line. A 100,000-line dump is mostly these.
+func notCommand(t string) bool {
+	switch {
+	case len(t) > 3 && t[0] == '-' && t[2] == ' ' && strings.ContainsRune("ANIPXF", rune(t[1])):
+		return true // -A CHAIN …, -N, -I, -P, -X, -F
+	case t[0] == ':' || t[0] == '*' || t == "COMMIT":
+		return true
+	case len(t) > 1 && t[0] == '[' && isDigit(t[1]):
+		return true // [packets:bytes] counters of iptables-save -c
+	}
+	return false
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // The tools whose output k8sguide reads, and the short aliases of them the guide uses.
 var dumpTools = map[string]bool{
