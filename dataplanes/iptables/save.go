@@ -184,8 +184,8 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 	if sawHeader && table != "" && !committed[table] {
 		t := r.Tables[table]
 		r.Cut = table
-		if lastRule.table == table {
-			c := t.Chains[lastRule.chain]
+		// The chain as saveLine read it (quotes removed: `-A "X"` is chain X).
+		if c, ok := t.Chains[t.lastRuled]; ok && lastRule.table == table && len(c.Rules) > 0 {
 			c.Rules = c.Rules[:len(c.Rules)-1]
 			c.Cut = true
 		}
@@ -271,6 +271,7 @@ func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 			}
 		}
 		c.Rules = slices.Insert(c.Rules, at, &Rule{Text: line, Args: args, Packets: pk, Bytes: by})
+		t.lastRuled = c.Name
 		return true, nil
 	case "-P", "--policy":
 		if len(words) < 3 {
