@@ -348,6 +348,10 @@ func TestTruncated(t *testing.T) {
 		{"not found in a cut set", nat + cut, "10.8.8.8:80", trace.Unknown, "whether ip daddr 10.8.8.8 is in set ip filter blocked: the input ends inside it (cut?)"},
 		// 10.9.9.1 may be the start of 10.9.9.10: the last element read is left out.
 		{"the last element of a cut set", nat + cut, "10.9.9.1:80", trace.Unknown, "whether ip daddr 10.9.9.1 is in set"},
+		// Rules a paste left out ("...") were assumed to be a statement that matches (before: dropped by the
+		// rule after them, though the left-out ones may have decided it).
+		{"reaches lines left out", nat + strings.Replace(rules, "\t\tip daddr 10.2.2.2", "\t\t...\n\t\tip daddr 10.2.2.2", 1) + "\t}\n}\n", "10.2.2.2:80", trace.Unknown, "the rules the paste left out of ip filter FORWARD where it says \"...\""},
+		{"decided before lines left out", nat + strings.Replace(rules, "\t\tip daddr 10.2.2.2", "\t\t...\n\t\tip daddr 10.2.2.2", 1) + "\t}\n}\n", "10.1.1.1:80", trace.Dropped, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := c.dump

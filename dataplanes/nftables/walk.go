@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
@@ -243,6 +244,11 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 			return outcome{verdict: "unknown"}
 		}
 		return outcome{verdict: "continue"}
+	}
+	if len(r.Stmts) <= 1 && dataplanes.Elision(r.Text) {
+		// Rules the paste left out ("...", "[...]"): what they did is not known.
+		e.unknownHere("the rules the paste left out of %s %s where it says %q (before its rule %d as pasted)", e.table, c.Name, r.Text, pos)
+		return fail("the paste left rules out here")
 	}
 	var out outcome
 	for i, s := range r.Stmts {
