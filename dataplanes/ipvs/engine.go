@@ -42,7 +42,13 @@ func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.O
 		return nil, err
 	}
 	rs := &Ruleset{State: st, MasqueradeUnknown: st.FromPaste && !o.Covered["nat"]}
-	return &dataplanes.Opened{Rulesets: []netfilter.Ruleset{rs}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}, nil
+	opened := &dataplanes.Opened{Rulesets: []netfilter.Ruleset{rs}, Serves: true, Supersedes: []dataplanes.Name{dataplanes.IPTables}}
+	if rs.MasqueradeUnknown {
+		// A packet no virtual server takes is left to the node's iptables rules, which the paste lacks: that
+		// nothing translated it says nothing (it was "forwarded without translation").
+		opened.Missing = append(opened.Missing, "the node's iptables rules: the paste holds only its IPVS table, where no virtual server takes this packet, and what the iptables rules do with it then is not in the input (paste `iptables-save` too)")
+	}
+	return opened, nil
 }
 
 // Decode reads the engine's part of a snapshot.
