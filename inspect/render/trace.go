@@ -278,7 +278,7 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 		if r := p.Reply; r != nil && !seen[r.AsSeenFrom+" "+r.AsSeenTo] {
 			seen[r.AsSeenFrom+" "+r.AsSeenTo] = true
 			text := fmt.Sprintf("the pod answers the source it sees; conntrack turns that back into %s -> %s", r.AsSeenFrom, r.AsSeenTo)
-			if r.Bypasses {
+			if r.Bypasses || r.To == trace.Unknown {
 				text = compactReply(r)
 			}
 			io.WriteString(w, Wrap("Reply:", "  ", text, o.width()))
