@@ -23,7 +23,10 @@ type Engine interface {
 	// Sniff takes a pasted dump (a tool's output, not a k8sguide snapshot), cleaned by the paste front end
 	// (inspect/paste): ok is false when raw is not in one of this engine's formats; err says why a dump that is
 	// does not parse. raw may hold several commands' outputs, each after a line "$ COMMAND" naming the command
-	// that printed it as the paste showed it (`$ iptables -t nat -L -n -v`), which the reader uses as a hint.
+	// that printed it as the paste showed it (`$ iptables -t nat -L -n -v`), which the reader uses as a hint, and
+	// an output the paste shows whole (the next prompt or a closing fence follows it) is followed by an empty
+	// prompt, "$ ": readers of formats without an end mark (`iptables -S`, `ipvsadm -Ln`) take an output
+	// without one as possibly cut after its last line.
 	Sniff(raw []byte) (s Sniffed, ok bool, err error)
 	// Open makes a part ready for the walk.
 	Open(part json.RawMessage, o OpenOptions) (*Opened, error)

@@ -88,6 +88,8 @@ func parse(text string) (*Rules, error) {
 type segment struct {
 	command string // "" when the dump does not show it
 	lines   []string
+	// ended: the paste showed where the output ends (the next prompt, "$ ", followed it).
+	ended bool
 }
 
 // segments splits a dump at the `$ COMMAND` lines of iptables commands (a `$` line of a listing that names
@@ -96,6 +98,10 @@ func segments(text string) []segment {
 	var out []segment
 	cur := segment{}
 	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) == "$" {
+			cur.ended = true // an empty prompt: the output before it is whole
+			continue
+		}
 		if cmd, ok := strings.CutPrefix(strings.TrimSpace(l), "$ "); ok && iptablesCommand(cmd) {
 			if len(cur.lines) > 0 || cur.command != "" {
 				out = append(out, cur)
@@ -215,7 +221,7 @@ func parseAll(text string) (*Rules, []string, error) {
 				lines = lines[1:]
 			}
 			// An output another follows is whole as pasted: only the last may have been cut.
-			r, err = parseSave(strings.Join(lines, "\n"), table, i < len(segs)-1)
+			r, err = parseSave(strings.Join(lines, "\n"), table, seg.ended || i < len(segs)-1)
 			if how == "" {
 				how = "iptables-save"
 			}

@@ -66,6 +66,9 @@ func TestPastedForms(t *testing.T) {
 			"10.96.0.10:53", trace.Delivered, 1, ""},
 		{"-L without -n: a host name", "$ iptables -t nat -L\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nDNAT       tcp  --  anywhere             kube-dns.kube-system.svc.cluster.local  tcp dpt:53 to:10.244.0.2:53",
 			"10.96.0.10:53", trace.Unknown, 0, "printed a name"},
+		// The same with the empty prompt the paste front end puts after an output it shows whole (a closing fence).
+		{"iptables -S shown whole", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A\n$ ",
+			"10.96.0.10:53", trace.Delivered, 0, ""},
 		// The same cut -S output with another command's output after it: whole as pasted, its empty last
 		// chain is empty (before: "the rest of nat/KUBE-SERVICES" for every -S output but the last).
 		{"iptables -S followed by another output", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A\n$ iptables -t filter -S\n-P FORWARD ACCEPT",

@@ -42,6 +42,13 @@ func sections(raw string) []section {
 	return out
 }
 
+// endsWithPrompt says whether raw ends with an empty prompt, the paste front end's mark of an output it shows
+// whole (sections leaves the empty section after it out).
+func endsWithPrompt(raw string) bool {
+	raw = strings.TrimRight(raw, " \n")
+	return raw == "$" || strings.HasSuffix(raw, "\n$")
+}
+
 // ipvsadmCommand reads a command line: whether it runs ipvsadm, and with which of the options that change what it
 // prints. The command is as the paste showed it: "sudo ipvsadm -L -n", "ipvsadm -ln", "ipvsadm --list --numeric".
 type ipvsadmCommand struct {
@@ -99,7 +106,8 @@ func readCommand(line string) ipvsadmCommand {
 func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 	st = &State{FromPaste: true}
 	listings := 0
-	for _, sec := range sections(raw) {
+	secs := sections(raw)
+	for i, sec := range secs {
 		cmd := readCommand(sec.command)
 		body := strings.TrimSpace(sec.text)
 		conns := strings.HasPrefix(body, "IPVS connection entries")
@@ -145,7 +153,12 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 			return nil, nil, true, fmt.Errorf("%s: %v", label, err)
 		}
 		st.Services = l.Services
+		// The next prompt (or another output) after the listing shows it whole; without one it may have been cut.
+		st.Cut = i == len(secs)-1 && len(st.Services) > 0 && !endsWithPrompt(raw)
 		readAs = append(readAs, listingReadAs(label, named, l))
+		if st.Cut {
+			readAs[len(readAs)-1] += " (the paste may go on past its last line: " + st.Services[len(st.Services)-1].Name() + " may have more real servers)"
+		}
 	}
 	if !ok {
 		return nil, nil, false, nil

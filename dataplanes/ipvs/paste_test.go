@@ -143,7 +143,8 @@ func TestSniffPaste(t *testing.T) {
 			[]string{"ipvsadm -Ln (3 virtual servers)", "ipvsadm -Lnc (6 connection entries)"}, []string{"172.18.0.2", "10.96.0.100", "10.244.0.1"}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sn := sniff(t, tc.raw)
+			// The paste front end ends an output it shows whole with an empty prompt.
+			sn := sniff(t, tc.raw+"\n$ ")
 			if !slices.Equal(sn.ReadAs, tc.readAs) {
 				t.Errorf("read as %q, want %q", sn.ReadAs, tc.readAs)
 			}
@@ -206,6 +207,27 @@ func endpoints(tr *trace.Trace) map[string]float64 {
 	return m
 }
 
+// TestCutListing: ipvsadm prints no end mark, so a listing pasted after its command with nothing after it may have
+// been cut: its last virtual server may have more real servers (before: their chances were given as if whole).
+// A listing the paste shows whole (the next prompt after it, a closing fence) is read as whole.
+func TestCutListing(t *testing.T) {
+	l := "$ ipvsadm -Ln\n" + read(t, "vm-ipvsadm-Ln.txt")
+	for _, tc := range []struct {
+		name, raw, dst string
+		verdict        string
+		missing        string
+	}{
+		{"the last virtual server of a listing that may go on", l, "10.244.0.1:30080", trace.Unknown, "the rest of TCP  10.244.0.1:30080 rr's real servers"},
+		{"another virtual server of it", l, "10.96.0.100:80", trace.Delivered, ""},
+		{"the last virtual server of a whole listing", l + "$ \n", "10.244.0.1:30080", trace.Delivered, ""},
+	} {
+		tr := traceOf(t, tc.raw, []string{"172.18.0.2"}, tracer.Request{Dst: tc.dst, From: "node"})
+		if tr.Verdict != tc.verdict || !strings.Contains(strings.Join(tr.Missing, "\n"), tc.missing) {
+			t.Errorf("%s: verdict %s, missing %q; want %s, %q", tc.name, tr.Verdict, tr.Missing, tc.verdict, tc.missing)
+		}
+	}
+}
+
 // A listing with names: where the packet's destination may be a server printed by name, the trace does not guess.
 func TestTraceNamedListing(t *testing.T) {
 	named := "$ ipvsadm -L\n" + namedListing
@@ -234,9 +256,13 @@ func TestTraceNamedListing(t *testing.T) {
 			trace.Delivered, map[string]float64{"100.98.126.28:5432": 1.0 / 3, "100.98.253.19:5432": 1.0 / 3, "100.99.106.8:5432": 1.0 / 3}, ""},
 		{"corpus 11: https to an http-alt endpoint, 8008 or 8080", l11, tracer.Request{Dst: "100.65.17.84:443", From: "node"},
 			trace.Unknown, nil, "the port of real server 100.97.142.17:http-alt of TCP  100.65.17.84:https rr: the service name http-alt is port 8008 or 8080"},
-		// No virtual server on that address and port: IPVS leaves it to the node's socket, but kube-proxy's
-		// iptables rules (KUBE-IPVS-FILTER rejects unserved ports of its addresses since 1.26) are not in the paste.
-		{"corpus 11: no server on that address and port: the iptables rules decide", l11, tracer.Request{Dst: "100.64.134.163:22", From: "node"},
+		// No virtual server on that address and port in what the paste shows, and it may go on (an issue's
+		// excerpt, after its command line, with no prompt after it).
+		{"corpus 11: no server on that address and port in a listing that may go on", l11, tracer.Request{Dst: "100.64.134.163:22", From: "node"},
+			trace.Unknown, map[string]float64{}, "the rest of the IPVS listing"},
+		// The same listing shown whole: IPVS leaves the packet to the node's socket, but kube-proxy's iptables
+		// rules (KUBE-IPVS-FILTER rejects unserved ports of its addresses since 1.26) are not in the paste.
+		{"corpus 11: no server on that address and port: the iptables rules decide", l11 + "\n$ \n", tracer.Request{Dst: "100.64.134.163:22", From: "node"},
 			trace.Unknown, map[string]float64{}, "the node's iptables rules: the paste holds only its IPVS table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,9 @@ type State struct {
 	// A paste holds only what its commands printed: without kube-proxy's iptables rules beside it, what
 	// masquerades the packets IPVS translates (KUBE-POSTROUTING) is not known (see Ruleset.MasqueradeUnknown).
 	FromPaste bool `json:"fromPaste,omitempty"`
+	// Cut says the pasted listing may go on past its last line (the paste does not show where it ended): its last
+	// virtual server may have more real servers, and more virtual servers may follow.
+	Cut bool `json:"cut,omitempty"`
 }
 
 // VirtualServer is one IPVS virtual service (kube-proxy makes one per Service port and address: the ClusterIP,

@@ -121,12 +121,23 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 		return netfilter.Unknown
 	}
 	if v == nil {
-		w.Add(trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
-			Reason: fmt.Sprintf("no IPVS virtual server for %s %s: the packet goes on to the node's own sockets", strings.ToUpper(p.Proto), dst)})
+		h := trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
+			Reason: fmt.Sprintf("no IPVS virtual server for %s %s: the packet goes on to the node's own sockets", strings.ToUpper(p.Proto), dst)}
+		if r.State.Cut {
+			h.Reason = fmt.Sprintf("no virtual server the listing shows is %s %s, but the paste may go on past its last line", strings.ToUpper(p.Proto), dst)
+			w.Add(h)
+			w.Missing("the rest of the IPVS listing: the paste may have been cut after its last line, and a virtual server for %s %s may follow (paste `ipvsadm -Ln` whole)", strings.ToUpper(p.Proto), dst)
+			return netfilter.Unknown
+		}
+		w.Add(h)
 		return netfilter.Accept
 	}
 	w.Add(trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Matched: true,
 		Reason: fmt.Sprintf("IPVS virtual server for %s (one per address the Service answers on)", dst)})
+	if r.State.Cut && v == &r.State.Services[len(r.State.Services)-1] {
+		w.Missing("the rest of %s's real servers: it is the last the paste shows, and the paste may have been cut after it (paste `ipvsadm -Ln` whole)", v.Name())
+		return netfilter.Unknown
+	}
 
 	client := netip.AddrPortFrom(p.Src, p.Sport)
 	if rs, why := r.decided(v, client); rs != nil {

@@ -22,16 +22,31 @@ type Output struct {
 	Text string
 	// Line is where the output starts in the paste (1-based), for messages.
 	Line int
+	// Ended says the paste shows where the output ends: another command or tool's output follows it, or its
+	// markdown fence closes. An output without it may have been cut after its last line.
+	Ended bool
 }
 
-// WithCommand is the output with its command line first ("$ COMMAND"), the form engines' readers take (see
-// dataplanes.Engine.Sniff).
+// WithCommand is the output with its command line first ("$ COMMAND") and, when it Ended, the next prompt ("$ ")
+// last: the form engines' readers take (see dataplanes.Engine.Sniff).
 func (o Output) WithCommand() string {
-	if o.Command == "" {
-		return o.Text
+	s := o.Text
+	if o.Command != "" {
+		s = "$ " + o.Command + "\n" + s
 	}
-	return "$ " + o.Command + "\n" + o.Text
+	if o.Ended {
+		s += "\n" + EndLine
+	}
+	return s
 }
+
+// EndLine is the line after an output the paste shows whole: an empty prompt.
+const EndLine = "$ "
+
+// fenceEnd stands, between unfence and the splitter, where a markdown fence closed (a line of one NUL, which
+// text does not hold).
+const fenceEnd = "\x00"
+
 
 // Paste is a paste cleaned and split.
 type Paste struct {
@@ -88,7 +103,13 @@ func Clean(data string) Paste {
 	}
 	format := ""
 	for i, l := range lines {
+		if l == fenceEnd {
+			// A fence closed: what was read is whole, unless more of the same output follows in another.
+			cur.Ended = hasText
+			continue
+		}
 		if cmd, ok := commandLine(l); ok {
+			cur.Ended = hasText || cur.Command != ""
 			flush()
 			cur = Output{Command: cmd, Line: i + 2}
 			format = ""
@@ -103,6 +124,7 @@ func Clean(data string) Paste {
 		// of its output begins another.
 		if f := startOf(l); f != "" {
 			if f != format && hasText {
+				cur.Ended = true
 				flush()
 				cur = Output{Line: i + 1}
 			}
@@ -113,9 +135,15 @@ func Clean(data string) Paste {
 			continue
 		}
 		text = append(text, l)
-		hasText = hasText || strings.TrimSpace(l) != ""
+		if strings.TrimSpace(l) != "" {
+			hasText, cur.Ended = true, false
+		}
 	}
 	flush()
+	if len(p.Outputs) == 1 && len(p.Stripped) == 0 && !strings.HasSuffix(strings.TrimRight(data, "\n"), "\\") {
+		// One tool's output and nothing around it: a file the command wrote (`ipvsadm -Ln > FILE`), whole.
+		p.Outputs[0].Ended = true
+	}
 	return p
 }
 
@@ -148,7 +176,7 @@ func unfence(lines []string) ([]string, bool) {
 		if isFence(l) {
 			in = !in
 			if !in {
-				out = append(out, "") // keep blocks apart
+				out = append(out, fenceEnd, "") // the block ended; keep blocks apart
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package paste
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,4 +75,34 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEnded: an output is whole when the paste shows its end (another command, another tool's output, a closing
+// fence, or nothing around one tool's output: a file the command wrote); readers take it from an empty prompt
+// after it (issue 18: a cut `iptables -S` or `ipvsadm -Ln` must not read as whole, a whole one as cut).
+func TestEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paste string
+		ended []bool
+	}{
+		{"a file one command wrote", "IP Virtual Server version 1.2.1 (size=4096)\nTCP  10.96.0.1:443 rr\n", []bool{true}},
+		{"after a prompt, nothing after it", "$ ipvsadm -Ln\nIP Virtual Server version 1.2.1 (size=4096)\nTCP  10.96.0.1:443 rr\n", []bool{false}},
+		{"two commands", "$ iptables -t filter -S\n-P INPUT ACCEPT\n$ iptables -t nat -S\n-P PREROUTING ACCEPT\n", []bool{true, false}},
+		{"in a closed fence", "text\n```\n$ iptables -t nat -S\n-P PREROUTING ACCEPT\n```\nmore text\n", []bool{true}},
+		{"in a fence left open", "text\n```\n$ iptables -t nat -S\n-P PREROUTING ACCEPT\n", []bool{false}},
+		{"one output over two fences", "```\n$ iptables -t nat -S\n-P PREROUTING ACCEPT\n```\nand then\n```\n-A PREROUTING -j KUBE-SERVICES\n", []bool{false}},
+	} {
+		p := Clean(tc.paste)
+		var got []bool
+		for _, o := range p.Outputs {
+			got = append(got, o.Ended)
+			if o.Ended != strings.HasSuffix(o.WithCommand(), "\n"+EndLine) {
+				t.Errorf("%s: WithCommand %q does not end as Ended=%v says", tc.name, o.WithCommand(), o.Ended)
+			}
+		}
+		if !slices.Equal(got, tc.ended) {
+			t.Errorf("%s: ended %v, want %v", tc.name, got, tc.ended)
+		}
+	}
 }
