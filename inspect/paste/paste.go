@@ -47,7 +47,6 @@ const EndLine = "$ "
 // text does not hold).
 const fenceEnd = "\x00"
 
-
 // Paste is a paste cleaned and split.
 type Paste struct {
 	Outputs []Output
