@@ -305,6 +305,10 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 			// A node's own snapshot holds every set its rules name (iptables refuses a rule on a set that
 			// does not exist), so only a pasted dump gets here: whether the packet is in the set is not known.
 			m.unknown = fmt.Sprintf("ipset %s (a rule tests it; the input does not hold it: paste `ipset list %s` too)", v, v)
+			if strings.HasPrefix(v, "KUBE-") {
+				// kube-proxy's IPVS mode's sets: its iptables rules only mark and accept, IPVS picks the backend.
+				m.unknown = fmt.Sprintf("ipset %s and the IPVS table (a rule tests the set, one of kube-proxy's IPVS-mode sets: on such a node IPVS, not iptables, picks the backend; paste `ipset list` and `ipvsadm -Ln` too)", v)
+			}
 			return false, ""
 		}
 		dirs := ""
