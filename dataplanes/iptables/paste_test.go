@@ -39,6 +39,12 @@ const svcSave = `-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "
 -A KUBE-SEP-1 -p tcp -m tcp -j DNAT --to-destination 10.244.0.2:53
 -A KUBE-SEP-2 -p tcp -m tcp -j DNAT --to-destination 10.244.0.3:53`
 
+// cutS is an `iptables -t nat -S` output whose last chains print no rules: cut there, or empty.
+const cutS = "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A"
+
+// listed is the head of an `iptables -t nat -L -n` listing, up to KUBE-SERVICES' rules.
+const listed = "$ iptables -t nat -L -n\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nKUBE-SERVICES  all  --  0.0.0.0/0            0.0.0.0/0\n\nChain KUBE-SERVICES (1 references)\ntarget     prot opt source               destination\n"
+
 // TestPastedForms: each iptables form people paste (issue 18, items 2 and 4), small inputs of their own; each was
 // refused or answered wrongly before.
 func TestPastedForms(t *testing.T) {
@@ -50,7 +56,7 @@ func TestPastedForms(t *testing.T) {
 	}{
 		{"iptables -S", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-P POSTROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-N KUBE-SEP-1\n-N KUBE-SEP-2\n-A PREROUTING -j KUBE-SERVICES\n" + svcSave + "\n-N KUBE-ZZZ",
 			"10.96.0.10:53", trace.Delivered, 2, ""},
-		{"iptables -S cut before its last chains", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A",
+		{"iptables -S cut before its last chains", cutS,
 			"10.96.0.10:53", trace.Unknown, 0, "the rest of nat/KUBE-SERVICES"},
 		{"restore input: kube-proxy's chains only", "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-1 - [0:0]\n:KUBE-SEP-2 - [0:0]\n-X KUBE-SEP-OLD\n" + svcSave + "\nCOMMIT",
 			"10.96.0.10:53", trace.Delivered, 2, ""},
@@ -67,17 +73,17 @@ func TestPastedForms(t *testing.T) {
 		{"-L without -n: a host name", "$ iptables -t nat -L\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nDNAT       tcp  --  anywhere             kube-dns.kube-system.svc.cluster.local  tcp dpt:53 to:10.244.0.2:53",
 			"10.96.0.10:53", trace.Unknown, 0, "printed a name"},
 		// The same with the empty prompt the paste front end puts after an output it shows whole (a closing fence).
-		{"iptables -S shown whole", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A\n$ ",
+		{"iptables -S shown whole", cutS + "\n$ ",
 			"10.96.0.10:53", trace.Delivered, 0, ""},
 		// The same cut -S output with another command's output after it: whole as pasted, its empty last
 		// chain is empty (before: "the rest of nat/KUBE-SERVICES" for every -S output but the last).
-		{"iptables -S followed by another output", "$ iptables -t nat -S\n-P PREROUTING ACCEPT\n-N KUBE-SERVICES\n-N KUBE-SVC-A\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.99/32 -j KUBE-SVC-A\n$ iptables -t filter -S\n-P FORWARD ACCEPT",
+		{"iptables -S followed by another output", cutS + "\n$ iptables -t filter -S\n-P FORWARD ACCEPT",
 			"10.96.0.10:53", trace.Delivered, 0, ""},
 		// Lines the paste left out ("and more....." in an issue): a walk reaching them is unknown (before: the
 		// whole paste was refused with "short listing rule").
-		{"-L with lines left out before the match", "$ iptables -t nat -L -n\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nKUBE-SERVICES  all  --  0.0.0.0/0            0.0.0.0/0\n\nChain KUBE-SERVICES (1 references)\ntarget     prot opt source               destination\nDNAT       tcp  --  0.0.0.0/0            10.96.0.11           tcp dpt:53 to:10.244.0.3:53\n\nand more.....\n\nDNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53",
+		{"-L with lines left out before the match", listed + "DNAT       tcp  --  0.0.0.0/0            10.96.0.11           tcp dpt:53 to:10.244.0.3:53\n\nand more.....\n\nDNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53",
 			"10.96.0.10:53", trace.Unknown, 0, "the rules the paste left out of nat/KUBE-SERVICES"},
-		{"-L with lines left out after the match", "$ iptables -t nat -L -n\nChain PREROUTING (policy ACCEPT)\ntarget     prot opt source               destination\nKUBE-SERVICES  all  --  0.0.0.0/0            0.0.0.0/0\n\nChain KUBE-SERVICES (1 references)\ntarget     prot opt source               destination\nDNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53\n...",
+		{"-L with lines left out after the match", listed + "DNAT       tcp  --  0.0.0.0/0            10.96.0.10           tcp dpt:53 to:10.244.0.2:53\n...",
 			"10.96.0.10:53", trace.Delivered, 1, ""},
 		{"save lines with lines left out", "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-1 - [0:0]\n:KUBE-SEP-2 - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n[...]\n" + svcSave + "\nCOMMIT",
 			"10.96.0.10:53", trace.Unknown, 0, "where it says \"[...]\""},

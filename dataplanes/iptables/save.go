@@ -91,10 +91,7 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	n := 0
-	lastRule := struct {
-		table, chain string
-		line         int
-	}{}
+	lastRuleTable := "" // the table of the last rule read (its chain is Table.lastRuled)
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
@@ -125,11 +122,7 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if isRule {
-			f := strings.Fields(line)
-			if f[0] != "-A" && f[0] != "--append" && f[0] != "-I" && f[0] != "--insert" {
-				f = strings.Fields(line[strings.IndexByte(line, ']')+1:])
-			}
-			lastRule.table, lastRule.chain, lastRule.line = table, f[1], n
+			lastRuleTable = table
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -185,7 +178,7 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 		t := r.Tables[table]
 		r.Cut = table
 		// The chain as saveLine read it (quotes removed: `-A "X"` is chain X).
-		if c, ok := t.Chains[t.lastRuled]; ok && lastRule.table == table && len(c.Rules) > 0 {
+		if c, ok := t.Chains[t.lastRuled]; ok && lastRuleTable == table && len(c.Rules) > 0 {
 			c.Rules = c.Rules[:len(c.Rules)-1]
 			c.Cut = true
 		}
