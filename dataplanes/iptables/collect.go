@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -36,8 +39,19 @@ func (Engine) Collect(ctx context.Context, o dataplanes.CollectOptions) (datapla
 		}
 	}
 	var p dataplanes.Part
-	for t := range savedTables(part["nf_tables"]) {
+	saved := savedTables(part["nf_tables"])
+	for t := range saved {
 		p.Covers = append(p.Covers, "ip "+t)
+	}
+	if len(saved) > 0 {
+		// iptables-save does not show when iptables-nft made its chains, which orders them among other nf_tables
+		// chains of equal priority (kube-proxy's nftables table beside kind's iptables nat table): their
+		// handles do.
+		if chains, err := netfilter.KernelBaseChains(); err == nil {
+			part[HandlesKey] = formatHandles(chains, saved)
+		} else {
+			o.Missing("the nf_tables handles of iptables-nft's chains", err)
+		}
 	}
 	for _, t := range netfilter.XtablesTables {
 		p.Covers = append(p.Covers, "ip6 "+t)
@@ -67,6 +81,39 @@ func savedTables(save string) map[string]bool {
 		}
 	}
 	return owned
+}
+
+// HandlesKey is the key of a Part that holds the nf_tables handles of the iptables-nft tables' base chains, a line
+// each: "TABLE CHAIN TABLE-HANDLE CHAIN-HANDLE" ("nat PREROUTING 2 1"), as `nft -a list ruleset` shows them.
+const HandlesKey = "nf_tables handles"
+
+// formatHandles writes the handles of the base chains of family ip in the tables iptables-save listed.
+func formatHandles(chains []netfilter.KernelChain, saved map[string]bool) string {
+	var lines []string
+	for _, c := range chains {
+		if c.Family == "ip" && saved[c.Table] && c.Created().Known() {
+			lines = append(lines, fmt.Sprintf("%s %s %d %d", c.Table, c.Name, c.TableHandle, c.Handle))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// parseHandles reads what formatHandles wrote, by "TABLE/CHAIN"; lines it does not understand are left out.
+func parseHandles(text string) map[string]netfilter.Creation {
+	out := map[string]netfilter.Creation{}
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			continue
+		}
+		th, err1 := strconv.Atoi(f[2])
+		ch, err2 := strconv.Atoi(f[3])
+		if c := (netfilter.Creation{Table: th, Chain: ch}); err1 == nil && err2 == nil && c.Known() {
+			out[f[0]+"/"+f[1]] = c
+		}
+	}
+	return out
 }
 
 func hasRules(save string) bool { return strings.Contains(save, "\n*") || strings.HasPrefix(save, "*") }

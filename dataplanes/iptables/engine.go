@@ -15,7 +15,8 @@ import (
 
 // Part is the iptables engine's part of a snapshot: `iptables-save -c` per backend that has rules ("nf_tables",
 // "legacy"), or "input", a dump pasted into `trace --snapshot` (an iptables-save dump, whole or a fragment, or
-// `iptables -L -n [-v]` listings).
+// `iptables -L -n [-v]` listings); and, beside "nf_tables", the nf_tables handles of its base chains (HandlesKey;
+// snapshots taken before k8sguide read them lack it).
 type Part map[string]string
 
 // Backends are the keys of a Part, in the order they are walked.
@@ -391,6 +392,19 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 			for t := range r.Tables {
 				o.Covers = append(o.Covers, t)
 			}
+		}
+		switch backend {
+		case "nf_tables":
+			if h, ok := part[HandlesKey]; ok {
+				r.Created = parseHandles(h)
+				r.OrderUnknown = "its nf_tables handles were not read with the rules (the chain was made in between?)"
+			} else {
+				r.OrderUnknown = "iptables-save does not show when iptables-nft made it, and the snapshot holds no nf_tables handles (an older k8sguide took it)"
+			}
+		case "legacy":
+			r.OrderUnknown = "an iptables-legacy chain: the kernel registers its table when it is first used, which no listing shows"
+		default:
+			r.OrderUnknown = "an iptables dump does not show when a chain was made (`nft -a list ruleset` shows iptables-nft's handles)"
 		}
 		o.Rulesets = append(o.Rulesets, r)
 		o.Serves = o.Serves || r.HasKubeProxy()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -21,6 +22,11 @@ type Rules struct {
 	TableGuess string
 	// Cut names the table the input ends inside (no COMMIT): its Cut chains may have had more rules.
 	Cut string
+	// Created holds, by "TABLE/CHAIN", when iptables-nft made its base chains (their nf_tables handles, see
+	// HandlesKey), which orders them among nf_tables chains of equal priority; OrderUnknown says why a base chain
+	// it lacks has no known creation (iptables-legacy numbers nothing; iptables-save shows no handles).
+	Created      map[string]netfilter.Creation
+	OrderUnknown string
 }
 
 // Table is one iptables table.

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
@@ -47,10 +48,15 @@ func (r *Rules) BaseChains() []netfilter.BaseChain {
 			}
 			hook := netfilter.Hook(cname)
 			t, c := t, c
-			out = append(out, netfilter.BaseChain{
+			bc := netfilter.BaseChain{
 				Hook: hook, Priority: tablePriority(tname, hook), Table: tname, Name: cname, NAT: tname == "nat",
-				Run: func(w *netfilter.Walk) netfilter.Verdict { return r.run(w, t, c) },
-			})
+				Created: r.Created[tname+"/"+cname],
+				Run:     func(w *netfilter.Walk) netfilter.Verdict { return r.run(w, t, c) },
+			}
+			if !bc.Created.Known() {
+				bc.OrderUnknown = cmp.Or(r.OrderUnknown, "iptables-save does not show when a chain was made")
+			}
+			out = append(out, bc)
 		}
 	}
 	return out

@@ -34,17 +34,20 @@ type Ruleset struct {
 // before the routing decision (see namedVirtualServer).
 func (r *Ruleset) BaseChains() []netfilter.BaseChain {
 	chains := []netfilter.BaseChain{
-		{Hook: netfilter.Input, Priority: priorityRemoteRequest, Table: Table, Name: "ip_vs_remote_request4", Run: r.schedule},
-		{Hook: netfilter.Output, Priority: priorityLocalRequest, Table: Table, Name: "ip_vs_local_request4", Run: r.schedule},
+		{Hook: netfilter.Input, Priority: priorityRemoteRequest, Table: Table, Name: "ip_vs_remote_request4", OrderUnknown: ipvsOrder, Run: r.schedule},
+		{Hook: netfilter.Output, Priority: priorityLocalRequest, Table: Table, Name: "ip_vs_local_request4", OrderUnknown: ipvsOrder, Run: r.schedule},
 	}
 	for _, v := range r.State.Services {
 		if v.NoAddress {
-			chains = append(chains, netfilter.BaseChain{Hook: netfilter.Prerouting, Priority: priorityNamedCheck, Table: Table, Name: "virtual servers printed by name", Run: r.namedVirtualServer})
+			chains = append(chains, netfilter.BaseChain{Hook: netfilter.Prerouting, Priority: priorityNamedCheck, Table: Table, Name: "virtual servers printed by name", StandIn: true, Run: r.namedVirtualServer})
 			break
 		}
 	}
 	return chains
 }
+
+// ipvsOrder says why the place of IPVS's hooks among chains of their priority is not known.
+const ipvsOrder = "IPVS registers its hooks when the namespace's first virtual server is added, which no listing shows"
 
 // priorityNamedCheck runs the check after nat PREROUTING, on the destination routing will decide on. It is not
 // a kernel hook: it stands for the addresses kube-ipvs0 holds, which a listing with names does not show.

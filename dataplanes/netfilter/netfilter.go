@@ -9,7 +9,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
@@ -60,8 +60,18 @@ type BaseChain struct {
 	Table    string // for the reader: "nat", "filter", "ip kube-proxy"
 	Name     string
 	// NAT chains see only the first packet of a flow, and only until a translation of their kind is set up.
+	// The kernel runs them all from its nat hook for the hook (priority dstnat or srcnat), ordered among
+	// themselves by their own priorities.
 	NAT bool
-	Run func(w *Walk) Verdict
+	// Created orders the chain among chains of equal priority on its hook: the kernel runs the one created
+	// later first (see Creation). The zero value: the input does not say; OrderUnknown then says why ("an
+	// iptables-legacy table"), for the note or the missing answer a walk that depends on the order gives.
+	Created      Creation
+	OrderUnknown string
+	// StandIn marks a chain that stands for rules the input lacks (it records what is missing), not a hook the
+	// kernel has: it keeps its place among chains of equal priority.
+	StandIn bool
+	Run     func(w *Walk) Verdict
 }
 
 // Ruleset is one engine's rules on a node.
@@ -340,7 +350,11 @@ type Origin struct {
 // pass over KUBE-SERVICES per path) and small enough to stop quickly on pathological input.
 const maxEvaluations = 2_000_000
 
-// Run walks flow through the rulesets and returns every path, one per sequence of random choices.
+// Run walks flow through the rulesets and returns every path, one per sequence of random choices. Base chains
+// run by priority, and, of equal priority, the later created first (see Creation). When the input does not
+// say which of chains of equal priority was created first, the walk follows the order the rulesets and their
+// tables were given in, and walks the other orders too: if they end differently, every path is unknown (the
+// order decides, and the input does not tell it); if only the rules' order differs, a note says so.
 func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) ([]trace.Path, []string, *trace.Conntrack) {
 	var chains []BaseChain
 	var owners []DNATOwner
@@ -350,11 +364,53 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 			owners = append(owners, o)
 		}
 	}
-	sort.SliceStable(chains, func(i, j int) bool { return chains[i].Priority < chains[j].Priority })
+	p := order(chains)
+	paths, notes, ct, ends := explore(p.flatten(), owners, net, flow, origin, names)
+	for _, g := range p.open {
+		hops, differ := false, false
+		for pick := 1; pick <= len(g.alts) && !differ; pick++ {
+			g.pick = pick
+			alt, _, _, altEnds := explore(p.flatten(), owners, net, flow, origin, names)
+			switch {
+			case !slices.Equal(altEnds, ends):
+				differ = true
+			case !slices.Equal(walked(alt), walked(paths)):
+				hops = true
+			}
+		}
+		g.pick = 0
+		who, where, why := g.describe()
+		switch {
+		case differ:
+			m := fmt.Sprintf("which of %s (%s) runs first: the kernel runs the one created last first, and the input does not say which that is (%s); the orders end differently for this packet", who, where, why)
+			for i := range paths {
+				paths[i].Missing = append(paths[i].Missing, m)
+				paths[i].Verdict, paths[i].Endpoint, paths[i].SNAT, paths[i].Reply, paths[i].VerdictBy = trace.Unknown, nil, "", nil, nil
+			}
+		case hops:
+			notes = append(notes, fmt.Sprintf("%s have %s, and the input does not say which was created last, which the kernel runs first (%s): the trace walks them in the order named; another order changes the order of their rules in the trace, not its outcome", who, where, why))
+		}
+	}
+	return paths, notes, ct
+}
 
-	var paths []trace.Path
-	var notes []string
-	var ct *trace.Conntrack
+// walked are the paths with the rules they went through, sorted.
+func walked(paths []trace.Path) []string {
+	var out []string
+	for _, p := range paths {
+		var b strings.Builder
+		for _, h := range p.Hops {
+			fmt.Fprintf(&b, "%s %s %s %d %v %s|", h.Hook, h.Table, h.Chain, h.Rule, h.Matched, h.Verdict)
+		}
+		out = append(out, fmt.Sprintf("%.12g %s", p.Probability, b.String()))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// explore walks flow through chains in the order given, once per sequence of random choices. ends are what
+// the paths end in, sorted: their outcomes and the packet as it is at the end, without the rules on the way.
+func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names) (paths []trace.Path, notes []string, ct *trace.Conntrack, ends []string) {
 	queue := [][]int{nil}
 	const maxPaths = 4096
 	budget := maxEvaluations
@@ -370,6 +426,12 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)
 		paths = append(paths, p)
+		ep := ""
+		if p.Endpoint != nil {
+			ep = p.Endpoint.Addr()
+		}
+		ends = append(ends, fmt.Sprintf("%.12g %s %s %s %s %q | %s:%d -> %s:%d mark %#x", p.Probability, p.Verdict, ep, p.SNAT, p.Egress, p.Missing,
+			w.Pkt.Src, w.Pkt.Sport, w.Pkt.Dst, w.Pkt.Dport, w.Pkt.Mark))
 		queue = append(queue, w.alternatives...)
 		if c != nil {
 			ct = c
@@ -383,7 +445,8 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 	if len(queue) > 0 {
 		notes = append(notes, fmt.Sprintf("stopped after %d paths; more random outcomes exist", maxPaths))
 	}
-	return paths, notes, ct
+	slices.Sort(ends)
+	return paths, notes, ct, ends
 }
 
 func contains(s []string, v string) bool {
@@ -395,7 +458,7 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path, *trace.Conntrack) {
+func (w *Walk) run(chains []placed, flow trace.Flow, names Names) (trace.Path, *trace.Conntrack) {
 	var ct *trace.Conntrack
 	finish := func(verdict string) (trace.Path, *trace.Conntrack) {
 		if len(w.missing) > 0 {
@@ -427,11 +490,11 @@ func (w *Walk) run(chains []BaseChain, flow trace.Flow, names Names) (trace.Path
 			if c.Hook != h {
 				continue
 			}
-			if c.Priority >= PriorityConntrack && !w.ctDone {
+			if c.at >= PriorityConntrack && !w.ctDone {
 				w.ctDone = true
 				ct = w.lookupConntrack(flow)
 			}
-			w.applyPending(h, c.Priority)
+			w.applyPending(h, c.at)
 			if c.NAT {
 				kind := "dst"
 				if h == Postrouting || h == Input {

@@ -7,9 +7,12 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
-// Collect reads the node's nf_tables ruleset as text (`nft -j` takes twice as long as the text on big rulesets).
+// Collect reads the node's nf_tables ruleset as text (`nft -j` takes twice as long as the text on big rulesets),
+// with handles (`nft -a`): a table's and a chain's handle say which of two base chains of equal priority the
+// kernel runs first (netfilter.Creation).
 // The tables other engines hold (iptables-nft's: iptables-save has them, and nft would translate every xt rule
 // again) are left out and named in Omitted, which the part keeps even when nothing else is left: the reader sees
 // those tables were not forgotten.
@@ -20,7 +23,7 @@ func (Engine) Collect(ctx context.Context, o dataplanes.CollectOptions) (datapla
 		o.Missing("nf_tables tables", err)
 	}
 	covered := o.Covered()
-	var keep []nfTable
+	var keep []netfilter.KernelTable
 	for _, t := range tables {
 		if slices.Contains(covered, t.Family+" "+t.Name) {
 			part.Omitted = append(part.Omitted, t.Family+" "+t.Name)
@@ -29,18 +32,18 @@ func (Engine) Collect(ctx context.Context, o dataplanes.CollectOptions) (datapla
 		}
 	}
 	if err != nil || len(part.Omitted) == 0 {
-		if out, err := dataplanes.Output(ctx, "nft", "list", "ruleset"); err == nil {
+		if out, err := dataplanes.Output(ctx, "nft", "-a", "list", "ruleset"); err == nil {
 			part.Text = out
 		} else {
-			o.Missing("nft list ruleset", err)
+			o.Missing("nft -a list ruleset", err)
 		}
 	} else {
 		var text strings.Builder
 		for _, t := range keep {
-			if out, err := dataplanes.Output(ctx, "nft", "list", "table", t.Family, t.Name); err == nil {
+			if out, err := dataplanes.Output(ctx, "nft", "-a", "list", "table", t.Family, t.Name); err == nil {
 				text.WriteString(out)
 			} else {
-				o.Missing("nft list table "+t.Family+" "+t.Name, err)
+				o.Missing("nft -a list table "+t.Family+" "+t.Name, err)
 			}
 		}
 		part.Text = text.String()

@@ -12,9 +12,10 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 )
 
-// Part is the nftables engine's part of a snapshot: `nft list ruleset` as text, without the tables Omitted names
-// (another engine's part holds them); or `nft -j list ruleset`, which older snapshots carry (with `nft -a` text
-// beside it) and users paste.
+// Part is the nftables engine's part of a snapshot: `nft -a list ruleset` as text (older snapshots hold it
+// without -a: their tables' and chains' handles, which order base chains of equal priority, are not known),
+// without the tables Omitted names (another engine's part holds them); or `nft -j list ruleset`, which older
+// snapshots carry (with `nft -a` text beside it) and users paste.
 type Part struct {
 	Text string `json:"text,omitempty"`
 	// Transaction is an `nft -f` script (a pasted kube-proxy transaction), applied after Text.

@@ -39,7 +39,7 @@ func (rs *Ruleset) gaps(real []netfilter.BaseChain) []netfilter.BaseChain {
 	var out []netfilter.BaseChain
 	lacks := func(hook netfilter.Hook, prio int, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		out = append(out, netfilter.BaseChain{Hook: hook, Priority: prio, NAT: prio == netfilter.PriorityDstNAT,
+		out = append(out, netfilter.BaseChain{Hook: hook, Priority: prio, NAT: prio == netfilter.PriorityDstNAT, StandIn: true,
 			Run: func(w *netfilter.Walk) netfilter.Verdict {
 				w.Missing("%s", msg)
 				return netfilter.Accept
@@ -85,17 +85,22 @@ func (rs *Ruleset) realBaseChains() []netfilter.BaseChain {
 			if !ok {
 				continue
 			}
-			out = append(out, netfilter.BaseChain{
+			bc := netfilter.BaseChain{
 				Hook:     hook,
 				Priority: c.Prio,
 				Table:    t.Family + " " + t.Name,
 				Name:     c.Name,
 				NAT:      c.Type == "nat",
+				Created:  netfilter.Creation{Table: t.Handle, Chain: c.Handle},
 				Run: func(w *netfilter.Walk) netfilter.Verdict {
 					e := &eval{w: w, t: t, table: t.Family + " " + t.Name}
 					return e.run(c)
 				},
-			})
+			}
+			if !bc.Created.Known() {
+				bc.OrderUnknown = "the input shows no nf_tables handles for it (`nft -a list ruleset` prints them)"
+			}
+			out = append(out, bc)
 		}
 	}
 	return out
