@@ -131,6 +131,11 @@ func ClusterConfig(cfg lab.Config, image string) (*v1alpha4.Cluster, error) {
 	return c, nil
 }
 
+// CgroupV1Patch lets kubelet run on a cgroup v1 host: from Kubernetes 1.35 it refuses to start there unless
+// told otherwise (failCgroupV1), and kind only warns. No apiVersion: kind patches its KubeletConfiguration
+// whatever the version.
+const CgroupV1Patch = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+
 func quoteList(items []string) string {
 	q := make([]string, len(items))
 	for i, s := range items {

@@ -29,6 +29,8 @@ type fakeNode struct {
 	exit error
 	// pids are the node's containers' processes, by container ID (crictl inspect).
 	pids map[string]string
+	// sysctls are the node's settings sysctl reads and writes (unset: 1).
+	sysctls map[string]string
 }
 
 func newFakeNode(name, role, ip string) *fakeNode {
@@ -95,6 +97,18 @@ func (c *fakeCmd) Run() error {
 		} else {
 			return fail("no such container")
 		}
+	case "sysctl": // sysctl -n KEY, sysctl -w KEY=VALUE
+		if n.sysctls == nil {
+			n.sysctls = map[string]string{}
+		}
+		if a[1] == "-w" {
+			k, v, _ := strings.Cut(a[2], "=")
+			n.sysctls[k] = v
+		} else if v, ok := n.sysctls[a[2]]; ok {
+			fmt.Fprintln(out, v)
+		} else {
+			fmt.Fprintln(out, "1")
+		}
 	case "mkdir":
 	case "tee":
 		var b bytes.Buffer
@@ -132,6 +146,10 @@ type fakeRuntime struct {
 	kubeconf  string
 	// block, when set, is waited on by Create (an interrupt test closes it).
 	block chan struct{}
+	// cgroupVersion is the engine host's ("" answers 2).
+	cgroupVersion string
+	// sysctls are the settings Create gives a node, by its name.
+	sysctls map[string]map[string]string
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -156,7 +174,9 @@ func (r *fakeRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig stri
 				nodeName = fmt.Sprintf("%s-worker%d", name, workers)
 			}
 		}
-		ns = append(ns, newFakeNode(nodeName, string(n.Role), fmt.Sprintf("172.18.0.%d", i+2)))
+		node := newFakeNode(nodeName, string(n.Role), fmt.Sprintf("172.18.0.%d", i+2))
+		node.sysctls = r.sysctls[nodeName]
+		ns = append(ns, node)
 	}
 	r.clusters[name] = ns
 	if r.createErr != nil && !retain {
@@ -195,6 +215,12 @@ func (r *fakeRuntime) Nodes(name string) ([]nodes.Node, error) {
 
 func (r *fakeRuntime) KubeConfig(name string) (string, error)  { return r.kubeconf, nil }
 func (r *fakeRuntime) Gateway(context.Context) (string, error) { return "172.18.0.1", nil }
+func (r *fakeRuntime) CgroupVersion(context.Context) (string, error) {
+	if r.cgroupVersion == "" {
+		return "2", nil
+	}
+	return r.cgroupVersion, nil
+}
 
 // exitError is a real *exec.ExitError with the given code.
 func exitError(code int) error {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -317,6 +318,36 @@ func TestCreate(t *testing.T) {
 		}
 		if len(rt.created) != 1 || len(rt.deleted) != 0 {
 			t.Fatalf("created %d deleted %v", len(rt.created), rt.deleted)
+		}
+	})
+	t.Run("a node that does not forward", func(t *testing.T) {
+		p, rt, _ := fakeProvider(t)
+		rt.sysctls = map[string]map[string]string{"k8s-guide-worker2": {"net.ipv4.ip_forward": "0"}}
+		var progress bytes.Buffer
+		p.Create(ctx, config(dataplanes.IPTables, nil), &progress)
+		for _, n := range rt.clusterNodes("k8s-guide") {
+			wrote := slices.ContainsFunc(n.commands(), func(a []string) bool { return slices.Equal(a, []string{"sysctl", "-w", "net.ipv4.ip_forward=1"}) })
+			if off := n.name == "k8s-guide-worker2"; wrote != off || (off && n.sysctls["net.ipv4.ip_forward"] != "1") {
+				t.Errorf("%s: forwarding turned on %v, sysctls %v", n.name, wrote, n.sysctls)
+			}
+		}
+		if !strings.Contains(progress.String(), "IPv4 forwarding was off in k8s-guide-worker2") {
+			t.Errorf("progress does not say so:\n%s", progress.String())
+		}
+	})
+	t.Run("cgroup v1", func(t *testing.T) {
+		for _, v := range []string{"1", "2"} {
+			p, rt, _ := fakeProvider(t)
+			rt.cgroupVersion = v
+			var progress bytes.Buffer
+			p.Create(ctx, config(dataplanes.IPTables, nil), &progress)
+			if len(rt.created) != 1 {
+				t.Fatalf("cgroup v%s: created %d", v, len(rt.created))
+			}
+			patched := slices.Contains(rt.created[0].KubeadmConfigPatches, CgroupV1Patch)
+			if patched != (v == "1") || strings.Contains(progress.String(), "failCgroupV1") != (v == "1") {
+				t.Errorf("cgroup v%s: failCgroupV1 patch %v, progress:\n%s", v, patched, progress.String())
+			}
 		}
 	})
 	t.Run("ebpf", func(t *testing.T) {

@@ -114,6 +114,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if warning != "" {
 		fmt.Fprintf(progress, "Note: %s\n", warning)
 	}
+	if v, err := p.Runtime.CgroupVersion(ctx); err == nil && v == "1" {
+		kc.KubeadmConfigPatches = append(kc.KubeadmConfigPatches, CgroupV1Patch)
+		fmt.Fprintln(progress, "Note: this Docker engine's host uses cgroup v1, which kubelet refuses from Kubernetes 1.35")
+		fmt.Fprintln(progress, "      unless told otherwise: the nodes' kubelets run with failCgroupV1: false.")
+	}
 	fmt.Fprintf(progress, "Creating lab %q (provider kind, dataplane %s, %s) ...\n", cfg.Name, cfg.Dataplane, image)
 	wait := p.WaitForReady
 	if cfg.Dataplane == dataplanes.EBPF {
@@ -150,6 +155,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
 		}
 	}()
+	if err = p.ensureForwarding(ctx, cfg.Name, progress); err != nil {
+		return err
+	}
 	if cfg.Dataplane == dataplanes.EBPF {
 		if p.Cilium == nil {
 			return errors.New("this build cannot install Cilium")
@@ -183,6 +191,40 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
 	}
 	fmt.Fprintf(progress, "Next: k8sguide deploy --name %s && k8sguide nodeport --name %s\n", cfg.Name, cfg.Name)
+	return nil
+}
+
+// ensureForwarding turns IPv4 forwarding on in every node where it is off. A node is a network namespace that
+// starts with the Docker host's own net.ipv4.ip_forward; Docker's engine sets it on the host, but an engine run
+// without (--ip-forward=false, as this project's test engine) or another runtime may not, and kind runs kubeadm
+// past its preflight check of it. A node that does not forward drops what kube-proxy DNATs to a pod on another
+// node: a NodePort on a node with no pod of its Service answers nothing. The CNI plugins turn forwarding on
+// when they wire a pod, so it shows only on a node that has run none (found on 3-node labs: kindnet's plugin
+// did not, and the worker without a web pod dropped every NodePort connection).
+func (p *Provider) ensureForwarding(ctx context.Context, name string, progress io.Writer) error {
+	ns, err := p.Runtime.Nodes(name)
+	if err != nil {
+		return err
+	}
+	var turned []string
+	for _, n := range ns {
+		v, err := output(ctx, n, nil, "sysctl", "-n", "net.ipv4.ip_forward")
+		if err != nil {
+			return fmt.Errorf("node %s: reading net.ipv4.ip_forward: %w", n, err)
+		}
+		if strings.TrimSpace(v) == "1" {
+			continue
+		}
+		if _, err := output(ctx, n, nil, "sysctl", "-w", "net.ipv4.ip_forward=1"); err != nil {
+			return fmt.Errorf("node %s: turning IPv4 forwarding on: %w", n, err)
+		}
+		turned = append(turned, n.String())
+	}
+	if len(turned) > 0 {
+		slices.SortFunc(turned, compareNodeNames)
+		fmt.Fprintf(progress, "Note: IPv4 forwarding was off in %s (the Docker host's net.ipv4.ip_forward):\n"+
+			"      turned on, as Kubernetes nodes need it.\n", strings.Join(turned, ", "))
+	}
 	return nil
 }
 

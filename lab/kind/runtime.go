@@ -29,6 +29,8 @@ type Runtime interface {
 	KubeConfig(name string) (string, error)
 	// Gateway is the host's address on kind's Docker network: where NodePort traffic from the host comes from.
 	Gateway(ctx context.Context) (string, error)
+	// CgroupVersion is the cgroup version of the engine's host ("1" or "2"): kind's nodes run on its cgroups.
+	CgroupVersion(ctx context.Context) (string, error)
 }
 
 // EngineAnswers tells whether a Docker engine answers `docker info` (the CLI alone is not enough: these machines
@@ -74,8 +76,14 @@ func (d *dockerRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig st
 	)
 }
 
+// KindNetwork is the Docker network kind puts its nodes on (KIND_EXPERIMENTAL_DOCKER_NETWORK aside).
+const KindNetwork = "kind"
+
+// Delete removes the cluster. kind's Docker network stays, as kind leaves it: every kind cluster shares it, and
+// a network made again may get another subnet, which would move the nodes' addresses a class has written down.
 func (d *dockerRuntime) Delete(name, kubeconfig string) error { return d.kind.Delete(name, kubeconfig) }
-func (d *dockerRuntime) List() ([]string, error)              { return d.kind.List() }
+
+func (d *dockerRuntime) List() ([]string, error) { return d.kind.List() }
 func (d *dockerRuntime) Nodes(name string) ([]nodes.Node, error) {
 	return d.kind.ListNodes(name)
 }
@@ -83,8 +91,16 @@ func (d *dockerRuntime) KubeConfig(name string) (string, error) {
 	return d.kind.KubeConfig(name, false)
 }
 
+func (d *dockerRuntime) CgroupVersion(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.CgroupVersion}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker info: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 func (d *dockerRuntime) Gateway(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "docker", "network", "inspect", "kind",
+	out, err := exec.CommandContext(ctx, "docker", "network", "inspect", KindNetwork,
 		"--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
 	if err != nil {
 		return "", fmt.Errorf("docker network inspect kind: %w", err)
