@@ -39,7 +39,7 @@ func TestWorkloads(t *testing.T) {
 		t.Fatalf("configmap: %v %v", cm, err)
 	}
 	d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil || *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "nginx" {
+	if err != nil || *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "nginx:1.22.1" {
 		t.Fatalf("deployment: %v", err)
 	}
 	// Applying again is an update, not an error.

@@ -27,6 +27,8 @@ type Options struct {
 	Exe string
 	// Provider is up's --provider ("" lets up choose).
 	Provider string
+	// Image is up's --image (kind's node image; "" for kind's default).
+	Image string
 	// Dataplanes limits the run to these (nil: each scenario's own).
 	Dataplanes []string
 	// Keep leaves every lab up; KeepOnFailure only those where a check failed or a step could not run.
@@ -299,6 +301,9 @@ func (c *cellRun) upArgs() []string {
 	args := []string{"up", "--name", c.lab, "--dataplane", c.dp, "--workers", strconv.Itoa(c.s.WorkersOf())}
 	if c.o.Provider != "" {
 		args = append(args, "--provider", c.o.Provider)
+	}
+	if c.o.Image != "" {
+		args = append(args, "--image", c.o.Image)
 	}
 	if r := c.s.Lab.NodePortRange; r != "" {
 		args = append(args, "--service-node-port-range", r)

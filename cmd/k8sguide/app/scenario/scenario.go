@@ -106,6 +106,7 @@ func schemaCommand(streams lab.Streams) *cobra.Command {
 type runFlags struct {
 	Dataplane     string
 	Provider      string
+	Image         string
 	Keep          bool
 	KeepOnFailure bool
 	JUnit         string
@@ -152,6 +153,7 @@ failure and on Ctrl-C, unless --keep or --keep-on-failure). Exit status: 0 every
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return couldNotRun(streams, err) })
 	cmd.Flags().StringVar(&f.Dataplane, "dataplane", "all", "all, or a list of iptables, nftables, ipvs, ebpf")
 	cmd.Flags().StringVar(&f.Provider, "provider", "", "lab provider for every lab: kind or netns (default: up's choice)")
+	cmd.Flags().StringVar(&f.Image, "image", "", "kind: the node image of every lab (up --image; for example the offline one, make kind-image)")
 	cmd.Flags().BoolVar(&f.Keep, "keep", false, "leave every lab up")
 	cmd.Flags().BoolVar(&f.KeepOnFailure, "keep-on-failure", false, "leave up the labs where a check failed or a step could not run")
 	cmd.Flags().StringVar(&f.JUnit, "junit", "", "also write JUnit XML to this file")
@@ -186,6 +188,9 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 	if f.Provider != "" && f.Provider != "kind" && f.Provider != "netns" {
 		return fmt.Errorf("--provider %q: want kind or netns", f.Provider)
 	}
+	if f.Image != "" && f.Provider != "kind" {
+		return fmt.Errorf("--image is a kind node image: give --provider kind too")
+	}
 	if err := lab.ValidateName(f.LabPrefix + "-x"); err != nil {
 		return fmt.Errorf("--lab-prefix %q: %v", f.LabPrefix, err)
 	}
@@ -206,7 +211,7 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 	if err != nil {
 		return err
 	}
-	o := run.Options{Exe: exe, Provider: f.Provider, Dataplanes: dps, Keep: f.Keep, KeepOnFailure: f.KeepOnFailure,
+	o := run.Options{Exe: exe, Provider: f.Provider, Image: f.Image, Dataplanes: dps, Keep: f.Keep, KeepOnFailure: f.KeepOnFailure,
 		Parallel: f.Parallel, Progress: streams.Err, LabPrefix: f.LabPrefix}
 	if f.Explain {
 		o.Progress = nil
