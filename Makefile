@@ -8,6 +8,12 @@ K8SGUIDE  := ./$(BIN)
 # The guide's own kubectl commands, with the kubectl built into k8sguide, against the lab.
 KUBECTL   := $(K8SGUIDE) kubectl --name $(NAME) --
 
+# Every Go build and test here is static and free of local paths, as Kubernetes' release builds are: one set of
+# flags, so that `make build`, `make test` and the offline kind image's Kubernetes binaries share one build cache
+# (k8sguide's in-process control plane compiles most of Kubernetes already). Nothing needs cgo.
+export CGO_ENABLED := 0
+export GOFLAGS += -trimpath
+
 # Where a node keeps its NodePorts, per dataplane.
 ifeq ($(DATAPLANE),nftables)
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- nft list map ip kube-proxy service-nodeports
@@ -17,7 +23,8 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures
+.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures \
+	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool test-kind
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
 # the guide's own requests, ipset for kube-proxy's IPVS mode.
@@ -98,9 +105,10 @@ up: build
 down:
 	$(K8SGUIDE) down --name $(NAME)
 
-# The guide's steps, as the guide writes them.
+# The guide's steps, as the guide writes them; the image pinned (nginx:1.22.1, as the web scenario's): :latest
+# is pulled on every start, which a kind node with no registry (the offline node image) cannot do.
 deployment:
-	$(KUBECTL) create deployment web --image=nginx
+	$(KUBECTL) create deployment web --image=nginx:1.22.1
 
 scale-up:
 	$(KUBECTL) scale --replicas=3 deployment/web
@@ -134,11 +142,60 @@ test: $(TEST_DEPS)
 # The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI; then the
 # nodeport and clusterip lessons on ipvs, in the IPVS test VM where this kernel has no ip_vs (after the labs
 # above: on two cores, the emulated VM and a lab side by side would each take twice as long).
+# PROVIDER=kind: the kind column, real kind clusters on the node image KIND_IMAGE (default: the offline one,
+# built by make kind-image) for KIND_DATAPLANES, run where the engine's networks are (the private engine's
+# namespace, when make kind-engine started it), JUnit in junit-scenarios-kind.xml.
 SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
 JUNIT ?= junit-scenarios.xml
+KIND_DATAPLANES ?= iptables,nftables
+ifeq ($(PROVIDER),kind)
+scenarios: build kind-image-tool $(if $(KIND_EXEC),kind-engine-tools)
+	$(KIND_EXEC) $(K8SGUIDE) scenario run --provider kind --image $${KIND_IMAGE:-$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1)} \
+	  --dataplane $(KIND_DATAPLANES) --lab-prefix kscn --junit $(patsubst %.xml,%-kind.xml,$(JUNIT))
+else
 scenarios: build deps
 	$(K8SGUIDE) scenario run --dataplane $(SCENARIO_DATAPLANES) --junit $(JUNIT)
 	K8SGUIDE_IPVS_VM_SCENARIOS=1 go test -count=1 -timeout 60m -run '^TestIPVSScenarios(InVM)?$$' ./scenarios/run/
+endif
+
+# kind on a machine with no Docker engine and no registry (these; CI here). A user's kind runs on their own
+# engine, with kind's public node image or the offline one.
+#
+# kind-engine: a private Docker engine (Debian's docker.io) for the tests, on its own socket, data root and
+# pidfile, in a network namespace of its own, with no iptables rules, ip forwarding or default bridge, and a
+# runtime wrapper for these machines' missing CAP_SYS_RESOURCE (internal/kindengine). The default socket stays
+# absent, so --provider auto still picks netns. Its last line is the DOCKER_HOST to use; run k8sguide in its
+# namespace with bin/kind-engine exec -- CMD. kind-engine-stop removes everything it made.
+KIND_ENGINE_STATE := /run/k8sguide-kind/engine.json
+KIND_EXEC := $(if $(wildcard $(KIND_ENGINE_STATE)),bin/kind-engine exec --)
+kind-engine-tools:
+	go build -o bin/ ./internal/kindengine/cmd/kind-engine ./internal/kindengine/cmd/runcwrap
+
+kind-engine: kind-engine-tools
+	$(call APT_INSTALL,docker.io iproute2)
+	bin/kind-engine start $(abspath bin/runcwrap)
+
+kind-engine-stop: kind-engine-tools
+	bin/kind-engine stop
+
+# kind-image: k8sguide's offline kind node image (Kubernetes v1.36.4, lab/kind/nodeimage), built with no registry
+# from Debian packages and Go modules and loaded into the engine DOCKER_HOST names (the private one when it runs).
+# Linux, as root. Its last line is the image's name: --image $$(make -s kind-image | tail -1).
+kind-image-tool:
+	go build -o bin/k8sguide-kind-image ./cmd/k8sguide-kind-image
+
+kind-image: kind-image-tool
+	$(call APT_INSTALL,debootstrap)
+	$(KIND_DOCKER_HOST) bin/k8sguide-kind-image
+
+# The kind tests on real kind clusters (internal/kindtest): up, deploy, nodeport on every node, trace --verify,
+# compare with a netns lab, down, with nothing left and the root namespace untouched. They need an engine (make
+# kind-engine here) and build the offline image first.
+test-kind: kind-image
+	$(KIND_DOCKER_HOST) K8SGUIDE_KIND_IMAGE=$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1) \
+	  go test -count=1 -timeout 60m -v -run '^TestKind' ./internal/kindtest/
+
+KIND_DOCKER_HOST := $(if $(wildcard $(KIND_ENGINE_STATE)),$(if $(DOCKER_HOST),,DOCKER_HOST=unix:///run/k8sguide-kind/docker.sock))
 
 # The README's pictures (docs/images/*.png): the picture test's screenshots of trace -o html in headless
 # Chromium, from the golden snapshots. Look at them before committing.
