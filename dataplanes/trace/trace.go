@@ -150,6 +150,10 @@ type Path struct {
 	// Egress is where the packet leaves the node: interface and next hop.
 	Egress string `json:"egress,omitempty"`
 	Reply  *Reply `json:"reply,omitempty"`
+	// NextNode is the node of the cluster the packet leaves for, untranslated, when it is addressed to that
+	// node (a NodePort of another node, say): that node's rules take it on and decide its endpoint and the
+	// source it sees, so the path claims neither (SNAT and Reply stay empty; Egress says how it leaves).
+	NextNode string `json:"nextNode,omitempty"`
 	// Missing names what the input lacks for this path's answer (its verdict is then Unknown).
 	Missing []string `json:"missing,omitempty"`
 }

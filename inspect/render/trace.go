@@ -287,10 +287,28 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	return nil
 }
 
+// nextNode is the node every delivered path leaves for, "" when they do not all leave for one.
+func nextNode(t *trace.Trace) string {
+	n := ""
+	for _, p := range t.Paths {
+		if p.Verdict != trace.Delivered {
+			continue
+		}
+		if p.NextNode == "" || (n != "" && n != p.NextNode) {
+			return ""
+		}
+		n = p.NextNode
+	}
+	return n
+}
+
 func verdictLine(t *trace.Trace) string {
 	switch t.Verdict {
 	case trace.Delivered:
 		if len(t.Endpoints) == 0 {
+			if n := nextNode(t); n != "" {
+				return fmt.Sprintf("leaves for node %s untranslated: its rules take the packet on (see Notes)", n)
+			}
 			return "delivered (forwarded without translation)"
 		}
 		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))

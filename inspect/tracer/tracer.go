@@ -454,6 +454,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 				t.Packet.InIface = dev
 			}
 		}
+		t.Notes = append(t.Notes, leavesForNode(s, t.Paths, flow)...)
 		t.Finish()
 		t.Notes = append(slices.Clone(s.Read), t.Notes...)
 		if t.Service == "" {
@@ -474,6 +475,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	}
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
+	t.Notes = append(t.Notes, leavesForNode(s, t.Paths, flow)...)
 	t.Finish()
 	t.Notes = append(append(slices.Clone(s.Read), assumed...), t.Notes...)
 	if t.Service == "" {
@@ -481,6 +483,50 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	}
 	t.Service = qualifyService(s, t.Service, flow)
 	return t, nil
+}
+
+// leavesForNode marks the delivered paths that leave, untranslated, for another node of the cluster: the packet
+// is addressed to that node (another node's NodePort, from a pod or this node), whose own rules then translate
+// it and decide the source its endpoint sees. This node's walk cannot say either, and the answer is not this
+// node's: the path names the next node, claims no endpoint source and no reply, and a note says how to walk on.
+func leavesForNode(s *snapshot.Snapshot, paths []trace.Path, f trace.Flow) []string {
+	if s.Kubernetes == nil || s.Net.IsLocal(f.Dst) {
+		return nil
+	}
+	next := ""
+	for _, n := range s.Kubernetes.Nodes {
+		if n.IP == f.Dst.String() && n.Name != s.Node {
+			next = n.Name
+		}
+	}
+	if next == "" {
+		return nil
+	}
+	var notes []string
+	for i, p := range paths {
+		if p.Verdict != trace.Delivered || p.Endpoint != nil {
+			continue
+		}
+		src := f.Src.String()
+		if p.SNAT != "" {
+			src = p.SNAT
+		}
+		if a, err := netip.ParseAddrPort(src); err == nil {
+			src = a.Addr().String()
+		}
+		paths[i].NextNode, paths[i].SNAT, paths[i].Reply = next, "", nil
+		note := fmt.Sprintf("the packet leaves for node %s (%s) with source %s: that node's rules take it on, "+
+			"and decide the endpoint and the source it sees (walk on with --node %s --src %s)",
+			next, f.Dst, src, next, src)
+		if p.SNAT == trace.Unknown {
+			note = fmt.Sprintf("the packet leaves for node %s (%s), with a source the input cannot tell (see Missing): "+
+				"that node's rules take it on, and decide the endpoint and the source it sees", next, f.Dst)
+		}
+		if !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+	}
+	return notes
 }
 
 func turnOf(p trace.Path) int {
