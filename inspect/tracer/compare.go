@@ -30,6 +30,40 @@ func eventKey(e trace.KernelEvent) string {
 	return e.Table + "|" + e.Chain + "|" + text
 }
 
+// sameStep says whether a predicted hop is the kernel's event: the same table, chain and rule text (kernelKey),
+// or, for a rule of iptables-nft's tables met on an nftables node (the walk reads them as iptables-save prints
+// them; nft's trace prints them as nft translates them, "ip filter" for filter), the same table, chain, kind and
+// verdict. Rule text in the two syntaxes cannot be compared without translating one into the other; the events'
+// order still is, rule by rule.
+func sameStep(h trace.Hop, e trace.KernelEvent) bool {
+	if hopKey(h) == eventKey(e) {
+		return true
+	}
+	if strings.Contains(h.Table, " ") || e.Table != "ip "+h.Table || e.Chain != h.Chain {
+		return false
+	}
+	if h.Rule == 0 {
+		return e.Kind == "policy" && strings.EqualFold(strings.TrimPrefix(h.Verdict, "policy "), e.Verdict)
+	}
+	return e.Kind == "rule" && xtVerdict(h.Verdict) == strings.ToLower(e.Verdict)
+}
+
+// xtVerdict is the verdict nft's trace prints for a rule whose walk verdict is v: a NAT target accepts (the
+// packet leaves the nat chain), REJECT drops (after sending its answer), a rule that only changes the packet
+// (MARK, a match with no target) continues.
+func xtVerdict(v string) string {
+	v = strings.ToLower(v)
+	switch first, _, _ := strings.Cut(v, " "); first {
+	case "jump", "goto", "accept", "drop", "return", "queue":
+		return v
+	case "masquerade", "dnat", "snat", "redirect", "netmap":
+		return "accept"
+	case "reject":
+		return "drop"
+	}
+	return "continue"
+}
+
 // withoutReturns drops the kernel's "return" events and says whether there were any. Older kernels (6.1, the
 // IPVS test VM's) report every exit from a chain that did not end in a verdict, by falling off its end or by a
 // RETURN rule, as such an event, without the rule; newer ones (6.18 here) report a RETURN rule as a rule and a
@@ -90,7 +124,7 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 	for i, p := range pred.Paths {
 		hops := kernelVisible(p, returns, recorded)
 		score := 0
-		for score < len(hops) && score < len(events) && hopKey(hops[score]) == eventKey(events[score]) {
+		for score < len(hops) && score < len(events) && sameStep(hops[score], events[score]) {
 			score++
 		}
 		rank := score * 4
@@ -130,7 +164,7 @@ func Compare(pred *trace.Trace, events []trace.KernelEvent, conn trace.Connectio
 				r.Kernel = fmt.Sprintf("%s/%s policy %s", e.Table, e.Chain, strings.ToLower(e.Verdict))
 			}
 		}
-		r.Agree = i < len(hops) && i < len(events) && hopKey(hops[i]) == eventKey(events[i])
+		r.Agree = i < len(hops) && i < len(events) && sameStep(hops[i], events[i])
 		if !r.Agree {
 			agree = false
 		}
