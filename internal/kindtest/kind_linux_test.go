@@ -238,8 +238,8 @@ func verify(t *testing.T, e *Env, args ...string) {
 }
 
 // walkOn follows a pod's packet to another node's NodePort as the trace's note says (the pod's node only
-// masquerades it; the other node's rules translate it) and checks the source that walk predicts against the
-// sources real connections from the pod showed their pods.
+// masquerades it; the other node's rules translate it) and checks the source that walk predicts for each
+// endpoint against the source real connections from the pod showed that endpoint's pod.
 func walkOn(t *testing.T, e *Env, name, pod, dst string) {
 	t.Helper()
 	out := e.MustRun(t, "trace", "--name", name, "--dst", dst, "--from", "pod/"+pod, "-o", "json")
@@ -249,21 +249,46 @@ func walkOn(t *testing.T, e *Env, name, pod, dst string) {
 		return
 	}
 	var tr struct {
-		SNAT string `json:"snat"`
+		Paths []struct {
+			Endpoint *struct {
+				Pod string `json:"pod"`
+			} `json:"endpoint"`
+			SNAT string `json:"snat"`
+		} `json:"paths"`
 	}
 	if err := json.Unmarshal([]byte(e.MustRun(t, "trace", "--name", name, "--node", m[1], "--src", m[2], "--dst", dst, "-o", "json")), &tr); err != nil {
 		t.Fatalf("trace -o json: %v", err)
 	}
-	seen := e.MustRun(t, "connect", "--name", name, "--from", "pod/"+pod, "--count", "5", dst)
-	_, table, _ := strings.Cut(seen, "SOURCE THE POD SAW")
-	got := regexp.MustCompile(`\b(\d+\.\d+\.\d+\.\d+):\d+`).FindAllStringSubmatch(table, -1)
-	if tr.SNAT == "" || len(got) == 0 {
-		t.Errorf("walked on at %s: predicted source %q; connections:\n%s", m[1], tr.SNAT, seen)
-	}
-	for _, g := range got {
-		if g[1] != tr.SNAT {
-			t.Errorf("walked on at %s the pods see %s; a real connection from pod/%s showed %s", m[1], tr.SNAT, pod, g[1])
+	sees := map[string]string{} // pod name → the source the walk says it sees
+	for _, p := range tr.Paths {
+		if p.Endpoint != nil {
+			_, podName, _ := strings.Cut(p.Endpoint.Pod, "/")
+			sees[podName] = p.SNAT
 		}
+	}
+	seen := e.MustRun(t, "connect", "--name", name, "--from", "pod/"+pod, "--count", "3", dst)
+	_, table, _ := strings.Cut(seen, "SOURCE THE POD SAW")
+	addr := regexp.MustCompile(`\b(\d+\.\d+\.\d+\.\d+):\d+`)
+	checked := 0
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		want, ok := sees[f[0]]
+		if !ok {
+			t.Errorf("walked on at %s: pod %s answered, which the walk does not reach (%v)", m[1], f[0], sees)
+			continue
+		}
+		for _, a := range addr.FindAllStringSubmatch(line, -1) {
+			checked++
+			if a[1] != want {
+				t.Errorf("walked on at %s, pod %s sees %s; a real connection from pod/%s showed it %s", m[1], f[0], want, pod, a[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("walked on at %s: no connection's source to compare:\n%s", m[1], seen)
 	}
 }
 
