@@ -257,15 +257,40 @@ func fakeProvider(t *testing.T) (*Provider, *fakeRuntime, *fake.Clientset) {
 	return p, rt, cs
 }
 
-// addNodes puts the cluster's nodes into the fake apiserver, labelled as kind would from the config.
-func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d dataplanes.Name) {
-	for i, n := range rt.clusters[name] {
+// addNodes puts the cluster's nodes into the fake apiserver, labelled as kind would from the config, Ready, each
+// with a ready proxy pod; mod, when given, changes each node before it is made.
+func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d dataplanes.Name, mod ...func(*v1.Node)) {
+	t.Helper()
+	ctx := context.Background()
+	for i, n := range rt.clusterNodes(name) {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{DataplaneLabel: string(d)}},
-			Spec: v1.NodeSpec{PodCIDR: "10.244." + string(rune('0'+i)) + ".0/24"}}
-		if _, err := cs.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+			Spec:   v1.NodeSpec{PodCIDR: "10.244." + string(rune('0'+i)) + ".0/24"},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}}
+		for _, m := range mod {
+			m(node)
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		app, _ := strings.CutPrefix(proxySelector(d), "k8s-app=")
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: app + "-" + n.name, Labels: map[string]string{"k8s-app": app}},
+			Spec:   v1.PodSpec{NodeName: n.name},
+			Status: v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}
+		if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// addNodesOnceCreated does addNodes as soon as the fake kind made the cluster's nodes, as kind's kubelets register
+// them.
+func addNodesOnceCreated(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d dataplanes.Name, mod ...func(*v1.Node)) {
+	go func() {
+		for len(rt.clusterNodes(name)) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		addNodes(t, cs, rt, name, d, mod...)
+	}()
 }
 
 func TestCreate(t *testing.T) {
@@ -299,13 +324,7 @@ func TestCreate(t *testing.T) {
 	t.Run("iptables", func(t *testing.T) {
 		p, rt, cs := fakeProvider(t)
 		p.WaitForReady = time.Minute
-		go func() {
-			// kind labels the nodes; the fake apiserver gets them once the fake kind made them.
-			for len(rt.clusterNodes("k8s-guide")) == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			addNodes(t, cs, rt, "k8s-guide", dataplanes.IPTables)
-		}()
+		addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.IPTables)
 		var progress bytes.Buffer
 		if err := p.Create(ctx, config(dataplanes.IPTables, nil), &progress); err != nil {
 			t.Fatal(err)
@@ -321,10 +340,13 @@ func TestCreate(t *testing.T) {
 		}
 	})
 	t.Run("a node that does not forward", func(t *testing.T) {
-		p, rt, _ := fakeProvider(t)
+		p, rt, cs := fakeProvider(t)
 		rt.sysctls = map[string]map[string]string{"k8s-guide-worker2": {"net.ipv4.ip_forward": "0"}}
+		addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.IPTables)
 		var progress bytes.Buffer
-		p.Create(ctx, config(dataplanes.IPTables, nil), &progress)
+		if err := p.Create(ctx, config(dataplanes.IPTables, nil), &progress); err != nil {
+			t.Fatal(err)
+		}
 		for _, n := range rt.clusterNodes("k8s-guide") {
 			wrote := slices.ContainsFunc(n.commands(), func(a []string) bool { return slices.Equal(a, []string{"sysctl", "-w", "net.ipv4.ip_forward=1"}) })
 			if off := n.name == "k8s-guide-worker2"; wrote != off || (off && n.sysctls["net.ipv4.ip_forward"] != "1") {
@@ -337,16 +359,78 @@ func TestCreate(t *testing.T) {
 	})
 	t.Run("cgroup v1", func(t *testing.T) {
 		for _, v := range []string{"1", "2"} {
-			p, rt, _ := fakeProvider(t)
+			p, rt, cs := fakeProvider(t)
 			rt.cgroupVersion = v
+			addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.IPTables)
 			var progress bytes.Buffer
-			p.Create(ctx, config(dataplanes.IPTables, nil), &progress)
+			if err := p.Create(ctx, config(dataplanes.IPTables, nil), &progress); err != nil {
+				t.Fatal(err)
+			}
 			if len(rt.created) != 1 {
 				t.Fatalf("cgroup v%s: created %d", v, len(rt.created))
 			}
 			patched := slices.Contains(rt.created[0].KubeadmConfigPatches, CgroupV1Patch)
 			if patched != (v == "1") || strings.Contains(progress.String(), "failCgroupV1") != (v == "1") {
 				t.Errorf("cgroup v%s: failCgroupV1 patch %v, progress:\n%s", v, patched, progress.String())
+			}
+		}
+	})
+	t.Run("workers that join after kind returns", func(t *testing.T) {
+		// kind waits for the control-plane node only; a Deployment made before the workers are Ready lands on
+		// whichever was first. up waits for every node, untainted, with a ready proxy.
+		p, rt, cs := fakeProvider(t)
+		p.WaitForReady = time.Minute
+		addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.NFTables, func(n *v1.Node) {
+			if n.Name == "k8s-guide-worker2" {
+				n.Status.Conditions[0].Status = v1.ConditionFalse
+				n.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule}}
+			}
+		})
+		joined := make(chan struct{})
+		go func() {
+			// Ready first, the node lifecycle controller's taint removed a moment later.
+			defer close(joined)
+			var n *v1.Node
+			for err := errors.New("not yet"); err != nil; {
+				time.Sleep(time.Millisecond)
+				n, err = cs.CoreV1().Nodes().Get(ctx, "k8s-guide-worker2", metav1.GetOptions{})
+			}
+			time.Sleep(time.Second)
+			n.Status.Conditions[0].Status = v1.ConditionTrue
+			cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			time.Sleep(time.Second)
+			n.Spec.Taints = nil
+			cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		}()
+		var progress bytes.Buffer
+		if err := p.Create(ctx, config(dataplanes.NFTables, nil), &progress); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-joined:
+		default:
+			t.Fatalf("up returned before worker2 was Ready and untainted:\n%s", progress.String())
+		}
+		if !strings.Contains(progress.String(), "for every node and its proxy to be Ready") {
+			t.Errorf("progress does not say it waits:\n%s", progress.String())
+		}
+	})
+	t.Run("a worker that never gets Ready", func(t *testing.T) {
+		for _, retain := range []bool{false, true} {
+			p, rt, cs := fakeProvider(t)
+			p.WaitForReady = 2 * time.Second
+			addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.IPTables, func(n *v1.Node) {
+				if n.Name == "k8s-guide-worker" {
+					n.Status.Conditions = nil // its kubelet never posted a status
+				}
+			})
+			err := p.Create(ctx, config(dataplanes.IPTables, func(c *lab.Config) { c.Retain = retain }), io.Discard)
+			want := "lab k8s-guide: not ready after 2s: k8s-guide-worker is not Ready"
+			if err == nil || err.Error() != want {
+				t.Fatalf("got %v, want %s", err, want)
+			}
+			if kept := len(rt.clusters) == 1; kept != retain {
+				t.Errorf("retain %v: clusters %v", retain, rt.clusters)
 			}
 		}
 	})
@@ -511,5 +595,33 @@ func TestExecAndToolPath(t *testing.T) {
 	// The client runs this binary itself.
 	if path, err := p.ToolPath(ctx, "lab1", "lab1-client"); err != nil || path != p.Tools.Host {
 		t.Errorf("client tool path %q %v", path, err)
+	}
+}
+
+// TestNotSchedulable: each reason a node cannot take the lab's pods yet.
+func TestNotSchedulable(t *testing.T) {
+	ctx := context.Background()
+	p, rt, cs := fakeProvider(t)
+	rt.Create("lab1", &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}, {Role: v1alpha4.WorkerRole},
+		{Role: v1alpha4.WorkerRole}, {Role: v1alpha4.WorkerRole}}}, "", false, 0)
+	addNodes(t, cs, rt, "lab1", dataplanes.EBPF, func(n *v1.Node) {
+		switch n.Name {
+		case "lab1-worker":
+			n.Status.Conditions[0].Status = v1.ConditionUnknown
+		case "lab1-worker2":
+			n.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoExecute}}
+		}
+	})
+	pod, err := cs.CoreV1().Pods("kube-system").Get(ctx, "cilium-lab1-worker3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions[0].Status = v1.ConditionFalse
+	cs.CoreV1().Pods("kube-system").Update(ctx, pod, metav1.UpdateOptions{})
+	why, err := p.notSchedulable(ctx, cs, []string{"lab1-control-plane", "lab1-worker", "lab1-worker2", "lab1-worker3", "lab1-worker4"}, dataplanes.EBPF)
+	want := []string{"lab1-worker is not Ready", "lab1-worker2 still has the node.kubernetes.io/not-ready taint",
+		"lab1-worker3 runs no ready cilium pod", "lab1-worker4 has not joined"}
+	if err != nil || !slices.Equal(why, want) {
+		t.Fatalf("got %q %v, want %q", why, err, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kubectl/pkg/util/podutils"
@@ -182,6 +183,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
+	if err = p.waitSchedulable(ctx, cfg.Name, cfg.Dataplane, progress); err != nil {
+		return err
+	}
 	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kubeconfig, cfg.Name)
 	st, err := p.Status(ctx, cfg.Name)
 	if err != nil {
@@ -226,6 +230,108 @@ func (p *Provider) ensureForwarding(ctx context.Context, name string, progress i
 			"      turned on, as Kubernetes nodes need it.\n", strings.Join(turned, ", "))
 	}
 	return nil
+}
+
+// waitSchedulable waits until every node is Ready, without the not-ready taint, and runs a ready proxy pod.
+// kind waits for its control-plane node only, and the workers join a few seconds later: a deploy right after
+// kind returned put every pod on the first worker that was Ready (found on 3-node labs: both replicas of the
+// local-traffic lesson on one worker, so the other, with no local endpoint, dropped its NodePort, as
+// externalTrafficPolicy Local says). A lab is ready when a Deployment spreads over all of its workers.
+func (p *Provider) waitSchedulable(ctx context.Context, name string, d dataplanes.Name, progress io.Writer) error {
+	cs, err := p.clientset(name)
+	if err != nil {
+		return err
+	}
+	timeout := p.WaitForReady
+	if timeout <= 0 {
+		timeout = 3 * time.Minute
+	}
+	ns, err := p.Runtime.Nodes(name)
+	if err != nil {
+		return err
+	}
+	var want []string
+	for _, n := range ns {
+		if role, err := n.Role(); err == nil && (role == string(lab.ControlPlane) || role == string(lab.Worker)) {
+			want = append(want, n.String())
+		}
+	}
+	slices.SortFunc(want, compareNodeNames)
+	var waiting []string
+	said := false
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		why, lerr := p.notSchedulable(ctx, cs, want, d)
+		if lerr != nil {
+			// An apiserver that just started may refuse a moment: asked again until the time is up.
+			why = []string{"reading its nodes from the apiserver: " + lerr.Error()}
+		}
+		waiting = why
+		if len(waiting) > 0 && !said {
+			fmt.Fprintf(progress, "Waiting ≤ %s for every node and its proxy to be Ready ...\n", timeout)
+			said = true
+		}
+		return len(waiting) == 0, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("lab %s: not ready after %s: %s", name, timeout, strings.Join(waiting, "; "))
+}
+
+// notSchedulable says, for each node of want that cannot take pods yet or runs no ready proxy, why.
+func (p *Provider) notSchedulable(ctx context.Context, cs kubernetes.Interface, want []string, d dataplanes.Name) ([]string, error) {
+	knodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	proxies, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: proxySelector(d)})
+	if err != nil {
+		return nil, err
+	}
+	ready := map[string]bool{}
+	for _, pod := range proxies.Items {
+		if podutils.IsPodReady(&pod) {
+			ready[pod.Spec.NodeName] = true
+		}
+	}
+	byName := map[string]*v1.Node{}
+	for i := range knodes.Items {
+		byName[knodes.Items[i].Name] = &knodes.Items[i]
+	}
+	var why []string
+	for _, n := range want {
+		kn := byName[n]
+		switch {
+		case kn == nil:
+			why = append(why, n+" has not joined")
+		case !nodeReady(kn):
+			why = append(why, n+" is not Ready")
+		case slices.ContainsFunc(kn.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeNotReady }):
+			why = append(why, n+" still has the "+v1.TaintNodeNotReady+" taint")
+		case !ready[n]:
+			why = append(why, n+" runs no ready "+proxyName(d)+" pod")
+		}
+	}
+	return why, nil
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func proxyName(d dataplanes.Name) string {
+	if d == dataplanes.EBPF {
+		return "cilium"
+	}
+	return "kube-proxy"
 }
 
 // createError turns kind's failures into one line that says what to do.
