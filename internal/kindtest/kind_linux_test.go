@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,7 +68,12 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		}
 		e.Run(t, "down", "--name", name)
 	})
-	e.MustRun(t, "up", "--provider", "kind", "--name", name, "--dataplane", string(d), "--image", e.Image)
+	up := []string{"up", "--provider", "kind", "--name", name, "--dataplane", string(d), "--image", e.Image}
+	if d == dataplanes.NFTables {
+		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag.
+		up = append(up, "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+name))
+	}
+	e.MustRun(t, up...)
 
 	// One replica first: the workers but one have no pod of web, and must forward the NodePort to it (a node
 	// whose IPv4 forwarding was off dropped it: the 3-node nodeport failure).

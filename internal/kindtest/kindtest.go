@@ -153,7 +153,7 @@ func (e *Env) Volumes() map[string]bool {
 
 // Leftovers lists what the engine still holds of kind cluster name: its containers (kind labels them), volumes
 // that were not there before (kind's nodes each have one), networks other than kind's own and Docker's, and its
-// kubeconfig context.
+// kubeconfig context in any of the test's kubeconfig files.
 func (e *Env) Leftovers(name string, volumesBefore map[string]bool) []string {
 	var left []string
 	if out, err := e.Docker("ps", "-a", "--filter", "label=io.x-k8s.kind.cluster="+name, "--format", "{{.Names}}"); err != nil {
@@ -179,8 +179,12 @@ func (e *Env) Leftovers(name string, volumesBefore map[string]bool) []string {
 			}
 		}
 	}
-	if data, err := os.ReadFile(e.Kubeconfig()); err == nil && bytes.Contains(data, []byte("name: kind-"+name+"\n")) {
-		left = append(left, "the kubeconfig context kind-"+name)
+	// $KUBECONFIG's file, and those a test gave up --kubeconfig (kubeconfig-NAME).
+	files, _ := filepath.Glob(filepath.Join(e.Dir, "kubeconfig*"))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte("name: kind-"+name+"\n")) {
+			left = append(left, "the kubeconfig context kind-"+name+" in "+filepath.Base(f))
+		}
 	}
 	return left
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // fakeNode is a kind node whose filesystem is a map: it answers the commands the provider runs in nodes
-// (uname, sha256sum, mkdir, tee, chmod, mv) and records every argv.
+// (uname, sha256sum, cat, mkdir, tee, chmod, mv) and records every argv.
 type fakeNode struct {
 	name, role, ip, machine string
 	mu                      sync.Mutex
@@ -109,6 +109,12 @@ func (c *fakeCmd) Run() error {
 		} else {
 			fmt.Fprintln(out, "1")
 		}
+	case "cat":
+		data, ok := n.files[a[1]]
+		if !ok {
+			return fail("cat: " + a[1] + ": No such file or directory")
+		}
+		out.Write(data)
 	case "mkdir":
 	case "tee":
 		var b bytes.Buffer
@@ -143,7 +149,9 @@ type fakeRuntime struct {
 	createErr error
 	created   []*v1alpha4.Cluster
 	deleted   []string
-	kubeconf  string
+	// deletedKubeconfigs are the kubeconfig files Delete was given, in order.
+	deletedKubeconfigs []string
+	kubeconf           string
 	// block, when set, is waited on by Create (an interrupt test closes it).
 	block chan struct{}
 	// cgroupVersion is the engine host's ("" answers 2).
@@ -189,6 +197,7 @@ func (r *fakeRuntime) Delete(name, kubeconfig string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = append(r.deleted, name)
+	r.deletedKubeconfigs = append(r.deletedKubeconfigs, kubeconfig)
 	delete(r.clusters, name)
 	return nil
 }

@@ -375,6 +375,27 @@ func TestCreate(t *testing.T) {
 			}
 		}
 	})
+	t.Run("down removes the context from the kubeconfig up wrote", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Chdir(dir)
+		for _, flag := range []string{"", "kubeconfig"} {
+			p, rt, cs := fakeProvider(t)
+			addNodesOnceCreated(t, cs, rt, "k8s-guide", dataplanes.IPTables)
+			if err := p.Create(ctx, config(dataplanes.IPTables, func(c *lab.Config) { c.Kubeconfig = flag }), io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Delete(ctx, "k8s-guide"); err != nil {
+				t.Fatal(err)
+			}
+			want := "" // kind's rules, as at up
+			if flag != "" {
+				want = filepath.Join(dir, flag)
+			}
+			if len(rt.deletedKubeconfigs) != 1 || rt.deletedKubeconfigs[0] != want {
+				t.Errorf("up --kubeconfig %q: down deleted with kubeconfig %q, want %q", flag, rt.deletedKubeconfigs, want)
+			}
+		}
+	})
 	t.Run("workers that join after kind returns", func(t *testing.T) {
 		// kind waits for the control-plane node only; a Deployment made before the workers are Ready lands on
 		// whichever was first. up waits for every node, untainted, with a ready proxy.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,6 +187,9 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.waitSchedulable(ctx, cfg.Name, cfg.Dataplane, progress); err != nil {
 		return err
 	}
+	if err = p.recordKubeconfig(ctx, cfg); err != nil {
+		return err
+	}
 	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kubeconfig, cfg.Name)
 	st, err := p.Status(ctx, cfg.Name)
 	if err != nil {
@@ -226,8 +230,9 @@ func (p *Provider) ensureForwarding(ctx context.Context, name string, progress i
 	}
 	if len(turned) > 0 {
 		slices.SortFunc(turned, compareNodeNames)
-		fmt.Fprintf(progress, "Note: IPv4 forwarding was off in %s (the Docker host's net.ipv4.ip_forward):\n"+
-			"      turned on, as Kubernetes nodes need it.\n", strings.Join(turned, ", "))
+		// The node list on a line of its own: the note fits a 100-column terminal for the default 3 nodes.
+		fmt.Fprintf(progress, "Note: IPv4 forwarding was off in %s\n"+
+			"      (the Docker host's net.ipv4.ip_forward): turned on, as Kubernetes nodes need it.\n", strings.Join(turned, ", "))
 	}
 	return nil
 }
@@ -357,12 +362,54 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// Delete removes the cluster and its kubeconfig context.
+// kubeconfigRecord is the file, in the control-plane node, that holds the kubeconfig `up --kubeconfig` wrote the
+// lab's context to, so that `down` removes it there (kind delete cluster would need the flag again).
+const kubeconfigRecord = "/kind/k8sguide-kubeconfig"
+
+func (p *Provider) recordKubeconfig(ctx context.Context, cfg lab.Config) error {
+	if cfg.Kubeconfig == "" {
+		return nil // kind's rules at down time: $KUBECONFIG, else ~/.kube/config, as at up
+	}
+	path, err := filepath.Abs(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cp, err := p.controlPlane(cfg.Name)
+	if err != nil {
+		return err
+	}
+	if _, err := output(ctx, cp, strings.NewReader(path), "tee", kubeconfigRecord); err != nil {
+		return fmt.Errorf("node %s: recording the kubeconfig: %w", cp, err)
+	}
+	return nil
+}
+
+func (p *Provider) controlPlane(name string) (nodes.Node, error) {
+	ns, err := p.Runtime.Nodes(name)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		if role, err := n.Role(); err == nil && role == string(lab.ControlPlane) {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("lab %s has no control-plane node", name)
+}
+
+// Delete removes the cluster and its kubeconfig context, from the file up wrote it to.
 func (p *Provider) Delete(ctx context.Context, name string) error {
 	if _, err := p.find(name); err != nil {
 		return err
 	}
-	return p.Runtime.Delete(name, "")
+	kubeconfig := ""
+	if cp, err := p.controlPlane(name); err == nil {
+		// A stopped node cannot say: then kind's rules, as for a lab made without --kubeconfig.
+		if out, err := output(ctx, cp, nil, "cat", kubeconfigRecord); err == nil {
+			kubeconfig = strings.TrimSpace(out)
+		}
+	}
+	return p.Runtime.Delete(name, kubeconfig)
 }
 
 func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Runtime.List() }
