@@ -272,7 +272,7 @@ func addNodes(t *testing.T, cs *fake.Clientset, rt *fakeRuntime, name string, d 
 		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		app, _ := strings.CutPrefix(proxySelector(d), "k8s-app=")
+		app := proxyApp(d)
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: app + "-" + n.name, Labels: map[string]string{"k8s-app": app}},
 			Spec:   v1.PodSpec{NodeName: n.name},
 			Status: v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}

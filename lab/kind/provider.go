@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -157,7 +158,17 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
 		}
 	}()
-	if err = p.ensureForwarding(ctx, cfg.Name, progress); err != nil {
+	// The cluster's Kubernetes nodes, read once for what follows (kind's external load balancer of an HA control
+	// plane is not one).
+	all, err := p.Runtime.Nodes(cfg.Name)
+	if err != nil {
+		return err
+	}
+	ns, err := nodeutils.InternalNodes(all)
+	if err != nil {
+		return err
+	}
+	if err = ensureForwarding(ctx, ns, progress); err != nil {
 		return err
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
@@ -184,10 +195,10 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
-	if err = p.waitSchedulable(ctx, cfg.Name, cfg.Dataplane, progress); err != nil {
+	if err = p.waitSchedulable(ctx, cfg.Name, ns, cfg.Dataplane, progress); err != nil {
 		return err
 	}
-	if err = p.recordKubeconfig(ctx, cfg); err != nil {
+	if err = recordKubeconfig(ctx, ns, cfg.Kubeconfig); err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kubeconfig, cfg.Name)
@@ -209,11 +220,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 // node: a NodePort on a node with no pod of its Service answers nothing. The CNI plugins turn forwarding on
 // when they wire a pod, so it shows only on a node that has run none (found on 3-node labs: kindnet's plugin
 // did not, and the worker without a web pod dropped every NodePort connection).
-func (p *Provider) ensureForwarding(ctx context.Context, name string, progress io.Writer) error {
-	ns, err := p.Runtime.Nodes(name)
-	if err != nil {
-		return err
-	}
+func ensureForwarding(ctx context.Context, ns []nodes.Node, progress io.Writer) error {
 	var turned []string
 	for _, n := range ns {
 		v, err := output(ctx, n, nil, "sysctl", "-n", "net.ipv4.ip_forward")
@@ -242,7 +249,7 @@ func (p *Provider) ensureForwarding(ctx context.Context, name string, progress i
 // kind returned put every pod on the first worker that was Ready (found on 3-node labs: both replicas of the
 // local-traffic lesson on one worker, so the other, with no local endpoint, dropped its NodePort, as
 // externalTrafficPolicy Local says). A lab is ready when a Deployment spreads over all of its workers.
-func (p *Provider) waitSchedulable(ctx context.Context, name string, d dataplanes.Name, progress io.Writer) error {
+func (p *Provider) waitSchedulable(ctx context.Context, name string, ns []nodes.Node, d dataplanes.Name, progress io.Writer) error {
 	cs, err := p.clientset(name)
 	if err != nil {
 		return err
@@ -251,15 +258,9 @@ func (p *Provider) waitSchedulable(ctx context.Context, name string, d dataplane
 	if timeout <= 0 {
 		timeout = 3 * time.Minute
 	}
-	ns, err := p.Runtime.Nodes(name)
-	if err != nil {
-		return err
-	}
 	var want []string
 	for _, n := range ns {
-		if role, err := n.Role(); err == nil && (role == string(lab.ControlPlane) || role == string(lab.Worker)) {
-			want = append(want, n.String())
-		}
+		want = append(want, n.String())
 	}
 	slices.SortFunc(want, compareNodeNames)
 	var waiting []string
@@ -317,7 +318,7 @@ func (p *Provider) notSchedulable(ctx context.Context, cs kubernetes.Interface, 
 		case slices.ContainsFunc(kn.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeNotReady }):
 			why = append(why, n+" still has the "+v1.TaintNodeNotReady+" taint")
 		case !ready[n]:
-			why = append(why, n+" runs no ready "+proxyName(d)+" pod")
+			why = append(why, n+" runs no ready "+proxyApp(d)+" pod")
 		}
 	}
 	return why, nil
@@ -330,13 +331,6 @@ func nodeReady(n *v1.Node) bool {
 		}
 	}
 	return false
-}
-
-func proxyName(d dataplanes.Name) string {
-	if d == dataplanes.EBPF {
-		return "cilium"
-	}
-	return "kube-proxy"
 }
 
 // createError turns kind's failures into one line that says what to do.
@@ -366,15 +360,15 @@ func lastLine(s string) string {
 // lab's context to, so that `down` removes it there (kind delete cluster would need the flag again).
 const kubeconfigRecord = "/kind/k8sguide-kubeconfig"
 
-func (p *Provider) recordKubeconfig(ctx context.Context, cfg lab.Config) error {
-	if cfg.Kubeconfig == "" {
+func recordKubeconfig(ctx context.Context, ns []nodes.Node, kubeconfig string) error {
+	if kubeconfig == "" {
 		return nil // kind's rules at down time: $KUBECONFIG, else ~/.kube/config, as at up
 	}
-	path, err := filepath.Abs(cfg.Kubeconfig)
+	path, err := filepath.Abs(kubeconfig)
 	if err != nil {
 		return err
 	}
-	cp, err := p.controlPlane(cfg.Name)
+	cp, err := nodeutils.BootstrapControlPlaneNode(ns)
 	if err != nil {
 		return err
 	}
@@ -384,26 +378,14 @@ func (p *Provider) recordKubeconfig(ctx context.Context, cfg lab.Config) error {
 	return nil
 }
 
-func (p *Provider) controlPlane(name string) (nodes.Node, error) {
-	ns, err := p.Runtime.Nodes(name)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range ns {
-		if role, err := n.Role(); err == nil && role == string(lab.ControlPlane) {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("lab %s has no control-plane node", name)
-}
-
 // Delete removes the cluster and its kubeconfig context, from the file up wrote it to.
 func (p *Provider) Delete(ctx context.Context, name string) error {
-	if _, err := p.find(name); err != nil {
+	ns, err := p.find(name)
+	if err != nil {
 		return err
 	}
 	kubeconfig := ""
-	if cp, err := p.controlPlane(name); err == nil {
+	if cp, err := nodeutils.BootstrapControlPlaneNode(ns); err == nil {
 		// A stopped node cannot say: then kind's rules, as for a lab made without --kubeconfig.
 		if out, err := output(ctx, cp, nil, "cat", kubeconfigRecord); err == nil {
 			kubeconfig = strings.TrimSpace(out)
@@ -481,11 +463,14 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 }
 
 // proxySelector selects the pods that implement Services on each node.
-func proxySelector(d dataplanes.Name) string {
+func proxySelector(d dataplanes.Name) string { return "k8s-app=" + proxyApp(d) }
+
+// proxyApp is the k8s-app label of the pods that implement Services on each node.
+func proxyApp(d dataplanes.Name) string {
 	if d == dataplanes.EBPF {
-		return "k8s-app=cilium"
+		return "cilium"
 	}
-	return "k8s-app=kube-proxy"
+	return "kube-proxy"
 }
 
 // compareNodeNames orders nodes as kind names them: control-plane, worker, worker2, ..., worker10.
