@@ -24,7 +24,7 @@ NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t 
 endif
 
 .PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures \
-	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool test-kind
+	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool cilium-images test-kind
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
 # the guide's own requests, ipset for kube-proxy's IPVS mode.
@@ -187,6 +187,13 @@ kind-image-tool:
 kind-image: kind-image-tool
 	$(call APT_INSTALL,debootstrap)
 	$(KIND_DOCKER_HOST) bin/k8sguide-kind-image
+
+# cilium-images: Cilium's agent and operator images (v1.20.2, lab/kind/nodeimage/cilium_linux.go), built with no
+# registry from Cilium's Go module and Debian packages and loaded into the engine DOCKER_HOST names: what
+# `up --provider kind --dataplane ebpf` installs where quay.io cannot be reached. Linux, as root.
+cilium-images: kind-image-tool
+	$(call APT_INSTALL,debootstrap)
+	$(KIND_DOCKER_HOST) bin/k8sguide-kind-image --cilium
 
 # The kind tests on real kind clusters (internal/kindtest): up, deploy, nodeport on every node, trace --verify,
 # compare with a netns lab, down, with nothing left and the root namespace untouched. They need an engine (make
