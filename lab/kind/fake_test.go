@@ -34,7 +34,11 @@ type fakeNode struct {
 }
 
 func newFakeNode(name, role, ip string) *fakeNode {
-	return &fakeNode{name: name, role: role, ip: ip, machine: "x86_64", files: map[string][]byte{}, modes: map[string]string{}}
+	return &fakeNode{name: name, role: role, ip: ip, machine: "x86_64", modes: map[string]string{}, files: map[string][]byte{
+		// Every capability, and a cgroup namespace of the node's own (as kind's nodes on Docker).
+		"/proc/1/status":    []byte("Name:\tsystemd\nCapBnd:\t000001ffffffffff\n"),
+		"/proc/1/ns/cgroup": []byte("cgroup:[" + name + "]"),
+	}}
 }
 
 func (n *fakeNode) String() string              { return n.name }
@@ -115,6 +119,12 @@ func (c *fakeCmd) Run() error {
 			return fail("cat: " + a[1] + ": No such file or directory")
 		}
 		out.Write(data)
+	case "readlink":
+		data, ok := n.files[a[1]]
+		if !ok {
+			return fail("readlink: " + a[1] + ": No such file or directory")
+		}
+		fmt.Fprintln(out, string(data))
 	case "mkdir":
 	case "tee":
 		var b bytes.Buffer
@@ -156,8 +166,13 @@ type fakeRuntime struct {
 	block chan struct{}
 	// cgroupVersion is the engine host's ("" answers 2).
 	cgroupVersion string
+	// images are the engine's images; loaded records LoadImages' calls as "node: ref ref".
+	images map[string]bool
+	loaded []string
 	// sysctls are the settings Create gives a node, by its name.
 	sysctls map[string]map[string]string
+	// onCreate, when set, changes each node Create makes.
+	onCreate func(*fakeNode)
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -184,6 +199,9 @@ func (r *fakeRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig stri
 		}
 		node := newFakeNode(nodeName, string(n.Role), fmt.Sprintf("172.18.0.%d", i+2))
 		node.sysctls = r.sysctls[nodeName]
+		if r.onCreate != nil {
+			r.onCreate(node)
+		}
 		ns = append(ns, node)
 	}
 	r.clusters[name] = ns
@@ -229,6 +247,21 @@ func (r *fakeRuntime) CgroupVersion(context.Context) (string, error) {
 		return "2", nil
 	}
 	return r.cgroupVersion, nil
+}
+
+func (r *fakeRuntime) HasImage(_ context.Context, ref string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.images[ref], nil
+}
+
+func (r *fakeRuntime) LoadImages(_ context.Context, ns []nodes.Node, refs []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range ns {
+		r.loaded = append(r.loaded, n.String()+": "+strings.Join(refs, " "))
+	}
+	return nil
 }
 
 // exitError is a real *exec.ExitError with the given code.

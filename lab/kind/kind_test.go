@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -458,7 +460,7 @@ func TestCreate(t *testing.T) {
 	t.Run("ebpf", func(t *testing.T) {
 		p, rt, cs := fakeProvider(t)
 		var sawKubeconfig string
-		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, progress io.Writer) error {
+		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
 			data, err := os.ReadFile(kubeconfig)
 			sawKubeconfig = string(data)
 			addNodes(t, cs, rt, cfg.Name, dataplanes.EBPF)
@@ -475,10 +477,48 @@ func TestCreate(t *testing.T) {
 			t.Fatalf("status %+v %v", st, err)
 		}
 	})
+	t.Run("ebpf offline", func(t *testing.T) {
+		// The engine holds Cilium's images built from source; the nodes lack CAP_SYS_RESOURCE (as on these
+		// machines) and share one cgroup namespace.
+		p, rt, cs := fakeProvider(t)
+		agent, operator := datapath.LocalImages()
+		rt.images = map[string]bool{agent: true, operator: true}
+		rt.onCreate = func(n *fakeNode) {
+			n.files["/proc/1/status"] = []byte("CapBnd:\t000001fffeffffff\n")
+			n.files["/proc/1/ns/cgroup"] = []byte("cgroup:[4026531835]")
+		}
+		var got CiliumSource
+		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
+			got = src
+			addNodes(t, cs, rt, cfg.Name, dataplanes.EBPF)
+			return nil
+		}
+		var progress bytes.Buffer
+		if err := p.Create(ctx, config(dataplanes.EBPF, nil), &progress); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Local || !slices.Equal(got.Images, []string{agent, operator}) || !slices.Equal(got.WithoutCapabilities, []string{"SYS_RESOURCE"}) || !got.SharedCgroupNamespace {
+			t.Errorf("Cilium got %+v, want the local images, without SYS_RESOURCE, with the socket LB off", got)
+		}
+		if len(rt.loaded) != 3 || !strings.HasSuffix(rt.loaded[0], ": "+agent+" "+operator) {
+			t.Errorf("images loaded: %q, want both into each of the 3 nodes", rt.loaded)
+		}
+		for _, want := range []string{"built from source", "cannot grant SYS_RESOURCE", "share one cgroup namespace"} {
+			if !strings.Contains(progress.String(), want) {
+				t.Errorf("progress does not say %q:\n%s", want, progress.String())
+			}
+		}
+		for _, line := range strings.Split(progress.String(), "\n") {
+			// (The Creating line names kind's default image with its digest: wider, and not this test's.)
+			if utf8.RuneCountInString(line) > 100 && !strings.HasPrefix(line, "Creating lab") {
+				t.Errorf("progress line wider than 100 columns: %q", line)
+			}
+		}
+	})
 	t.Run("cilium not ready", func(t *testing.T) {
 		for _, retain := range []bool{false, true} {
 			p, rt, _ := fakeProvider(t)
-			p.Cilium = func(context.Context, string, lab.Config, io.Writer) error {
+			p.Cilium = func(context.Context, string, lab.Config, CiliumSource, io.Writer) error {
 				return errors.New("waited 5m0s for Cilium to be ready: daemonset cilium: 1 of 3 ready")
 			}
 			err := p.Create(ctx, config(dataplanes.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)

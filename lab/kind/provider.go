@@ -34,8 +34,8 @@ import (
 // ProviderName is the name of this provider.
 const ProviderName = "kind"
 
-// CiliumInstaller installs Cilium into a fresh cluster and waits for its agents (dataplanes/ebpf/chart).
-type CiliumInstaller func(ctx context.Context, kubeconfigPath string, cfg lab.Config, progress io.Writer) error
+// CiliumInstaller installs Cilium from src into a fresh cluster and waits for its agents (dataplanes/ebpf/chart).
+type CiliumInstaller func(ctx context.Context, kubeconfigPath string, cfg lab.Config, src CiliumSource, progress io.Writer) error
 
 // Provider builds labs as kind clusters.
 type Provider struct {
@@ -117,12 +117,21 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if warning != "" {
 		fmt.Fprintf(progress, "Note: %s\n", warning)
 	}
+	var cilium CiliumSource
+	if cfg.Dataplane == dataplanes.EBPF {
+		if cilium, err = FindCiliumSource(ctx, p.Runtime); err != nil {
+			return err
+		}
+	}
 	if v, err := p.Runtime.CgroupVersion(ctx); err == nil && v == "1" {
 		kc.KubeadmConfigPatches = append(kc.KubeadmConfigPatches, CgroupV1Patch)
 		fmt.Fprintln(progress, "Note: this Docker engine's host uses cgroup v1, which kubelet refuses from Kubernetes 1.35")
 		fmt.Fprintln(progress, "      unless told otherwise: the nodes' kubelets run with failCgroupV1: false.")
 	}
 	fmt.Fprintf(progress, "Creating lab %q (provider kind, dataplane %s, %s) ...\n", cfg.Name, cfg.Dataplane, image)
+	if cfg.Dataplane == dataplanes.EBPF {
+		fmt.Fprintf(progress, "Dataplane: %s\n", cilium)
+	}
 	wait := p.WaitForReady
 	if cfg.Dataplane == dataplanes.EBPF {
 		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
@@ -191,7 +200,10 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 		f.Close()
-		if err = p.Cilium(ctx, f.Name(), cfg, progress); err != nil {
+		if err = p.prepareCilium(ctx, ns, &cilium, progress); err != nil {
+			return err
+		}
+		if err = p.Cilium(ctx, f.Name(), cfg, cilium, progress); err != nil {
 			return err
 		}
 	}

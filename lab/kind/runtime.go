@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/k8sguide/k8sguide/lab"
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 )
 
@@ -31,6 +34,10 @@ type Runtime interface {
 	Gateway(ctx context.Context) (string, error)
 	// CgroupVersion is the cgroup version of the engine's host ("1" or "2"): kind's nodes run on its cgroups.
 	CgroupVersion(ctx context.Context) (string, error)
+	// HasImage says whether the engine holds image ref.
+	HasImage(ctx context.Context, ref string) (bool, error)
+	// LoadImages puts the engine's images refs into the nodes' containerd, as `kind load docker-image` does.
+	LoadImages(ctx context.Context, ns []nodes.Node, refs []string) error
 }
 
 // EngineAnswers tells whether a Docker engine answers `docker info` (the CLI alone is not enough: these machines
@@ -97,6 +104,51 @@ func (d *dockerRuntime) CgroupVersion(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("docker info: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+func (d *dockerRuntime) HasImage(ctx context.Context, ref string) (bool, error) {
+	cmd := exec.CommandContext(ctx, "docker", "image", "inspect", "--format", "{{.ID}}", ref)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(stderr.String(), "No such image") || strings.Contains(stderr.String(), "No such object") {
+			return false, nil
+		}
+		return false, fmt.Errorf("docker image inspect %s: %s", ref, lab.FirstLine(stderr.String()))
+	}
+	return true, nil
+}
+
+// LoadImages saves refs from the engine into one archive (docker save) and imports it into each node's
+// containerd (kind's nodeutils.LoadImageArchive), the nodes in parallel: what `kind load docker-image` does.
+func (d *dockerRuntime) LoadImages(ctx context.Context, ns []nodes.Node, refs []string) error {
+	f, err := os.CreateTemp("", "k8sguide-images-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	cmd := exec.CommandContext(ctx, "docker", append([]string{"save"}, refs...)...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = f, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker save %s: %s", strings.Join(refs, " "), lab.FirstLine(stderr.String()))
+	}
+	g, _ := errgroup.WithContext(ctx)
+	for _, n := range ns {
+		g.Go(func() error {
+			r, err := os.Open(f.Name())
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if err := nodeutils.LoadImageArchive(n, r); err != nil {
+				return fmt.Errorf("node %s: %w", n, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (d *dockerRuntime) Gateway(ctx context.Context) (string, error) {

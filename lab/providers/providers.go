@@ -67,20 +67,37 @@ func New(name string) (lab.Provider, error) {
 	return nil, fmt.Errorf("unknown provider %q (want auto, kind or netns)", name)
 }
 
-// installCilium is the ebpf dataplane on kind: Cilium's chart, the release the netns engine compiles.
-func installCilium(ctx context.Context, kubeconfig string, cfg lab.Config, progress io.Writer) error {
-	return chart.Install(ctx, kubeconfig, CiliumOptions(cfg), CiliumTimeout, progress)
+// installCilium is the ebpf dataplane on kind: Cilium's chart, the release the netns engine compiles, from src.
+func installCilium(ctx context.Context, kubeconfig string, cfg lab.Config, src kind.CiliumSource, progress io.Writer) error {
+	return chart.Install(ctx, kubeconfig, CiliumOptions(cfg, src), CiliumTimeout, progress)
 }
 
 // CiliumOptions are the chart options for a lab.
-func CiliumOptions(cfg lab.Config) chart.Options {
-	return chart.Options{ClusterName: cfg.Name, LBAlgorithm: cfg.LBAlgorithm, NodePortRange: cfg.NodePortRange}
+func CiliumOptions(cfg lab.Config, src kind.CiliumSource) chart.Options {
+	return chart.Options{ClusterName: cfg.Name, LBAlgorithm: cfg.LBAlgorithm, NodePortRange: cfg.NodePortRange, PodSubnet: lab.PodSubnet, Local: src.Local, WithoutCapabilities: src.WithoutCapabilities, NoSocketLB: src.SharedCgroupNamespace}
 }
 
-// CiliumValues gives the Helm values and chart for `up --dry-run`.
+// CiliumValues gives the Helm values and chart for `up --dry-run`: the local images and the chart in Cilium's
+// source when a Docker engine answers and holds the images (as up would choose), else Cilium's published ones.
 func CiliumValues(cfg lab.Config) (map[string]any, string, error) {
-	v, err := chart.Values(CiliumOptions(cfg))
-	return v, fmt.Sprintf("%s --version %s", chart.ChartRepo, chart.Version()), err
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var src kind.CiliumSource
+	if kind.EngineAnswers(ctx) == nil {
+		src, _ = kind.FindCiliumSource(ctx, kind.NewDockerRuntime())
+	}
+	v, err := chart.Values(CiliumOptions(cfg, src))
+	if err != nil {
+		return nil, "", err
+	}
+	if src.Local {
+		dir, err := chart.SourceChartDir()
+		if err != nil {
+			return nil, "", err
+		}
+		return v, dir, nil
+	}
+	return v, fmt.Sprintf("%s --version %s", chart.ChartRepo, chart.Version()), nil
 }
 
 // NameUsage is the help of --name for a command that targets an existing lab (LabName says how it is chosen).

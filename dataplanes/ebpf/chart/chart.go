@@ -15,9 +15,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,6 +63,19 @@ type Options struct {
 	// NodePortRange is "" (Cilium's default, 30000-32767) or "<min>-<max>", the format of kube-apiserver's
 	// --service-node-port-range; it becomes nodePort.range "<min>,<max>", the chart's format.
 	NodePortRange string
+	// PodSubnet is the cluster's pod network (kind's podSubnet). When set, Cilium routes natively, as the lab's
+	// other pod networks do (a route to each node's pod CIDR, no encapsulation); "" keeps the chart's VXLAN tunnel.
+	PodSubnet string
+	// Local installs the chart in Cilium's sources (SourceChartDir) with the images `make cilium-images` built
+	// from them (datapath.LocalImages), which the lab has loaded into the nodes: no registry is asked. Otherwise
+	// the chart and images Cilium publishes (ChartRepo, quay.io).
+	Local bool
+	// WithoutCapabilities are removed from every capability list of the chart's securityContext.capabilities
+	// (the nodes cannot grant them; see lab/kind).
+	WithoutCapabilities []string
+	// NoSocketLB turns Cilium's socket LB off (socketLB.enabled false): the nodes share the cgroup namespace its
+	// programs would attach to.
+	NoSocketLB bool
 }
 
 // kind names a cluster's nodes <name>-control-plane, <name>-worker...; the node name is a Docker container
@@ -100,6 +115,31 @@ func Values(o Options) (map[string]any, error) {
 		// Re-running `up` with another LB algorithm or NodePort range upgrades the release, which changes the
 		// cilium-config ConfigMap; the agents only read it at start, so roll them when it changes.
 		"rollOutCiliumPods": true,
+		// No L7 proxy: the lab has no L7 policy, Ingress or Gateway, and without it the chart deploys no Envoy
+		// DaemonSet (one more image and pod per node, which the images built from source do not include).
+		// Services are load-balanced in eBPF either way.
+		"l7Proxy": false,
+	}
+	if o.PodSubnet != "" {
+		if _, err := netip.ParsePrefix(o.PodSubnet); err != nil {
+			return nil, fmt.Errorf("cilium values: pod subnet %q: %v", o.PodSubnet, err)
+		}
+		// Native routing, as kindnet and the netns lab route pods: the nodes share kind's network, so Cilium
+		// installs a route to each other node's pod CIDR (autoDirectNodeRoutes) and a packet for a pod on another
+		// node leaves eth0 as it is. The chart's default, a VXLAN tunnel, would wrap it instead.
+		v["routingMode"] = "native"
+		v["autoDirectNodeRoutes"] = true
+		v["ipv4NativeRoutingCIDR"] = o.PodSubnet
+	}
+	if o.NoSocketLB {
+		v["socketLB"] = map[string]any{"enabled": false}
+	}
+	if o.Local {
+		// The chart's image helpers join repository and tag (no digest: the images are the engine's own); the
+		// operator's repository gets "-generic" (the variant for clusters without cloud IPAM) from the chart.
+		tag := datapath.CiliumVersion
+		v["image"] = map[string]any{"repository": datapath.LocalAgentRepository, "tag": tag, "useDigest": false, "pullPolicy": "IfNotPresent"}
+		v["operator"].(map[string]any)["image"] = map[string]any{"repository": datapath.LocalOperatorRepository, "tag": tag, "useDigest": false, "pullPolicy": "IfNotPresent"}
 	}
 	switch o.LBAlgorithm {
 	case "":
@@ -118,6 +158,35 @@ func Values(o Options) (map[string]any, error) {
 		v["nodePort"] = map[string]any{"range": fmt.Sprintf("%d,%d", lo, hi)}
 	}
 	return v, nil
+}
+
+// withoutCapabilities sets vals' securityContext.capabilities to the chart's lists without drop (nothing when
+// drop is empty).
+func withoutCapabilities(ch *helmchart.Chart, vals map[string]any, drop []string) error {
+	if len(drop) == 0 {
+		return nil
+	}
+	sc, _ := ch.Values["securityContext"].(map[string]any)
+	caps, ok := sc["capabilities"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("the Cilium chart has no securityContext.capabilities to remove %s from", strings.Join(drop, ", "))
+	}
+	out := map[string]any{}
+	for name, list := range caps {
+		items, ok := list.([]any)
+		if !ok {
+			continue
+		}
+		kept := []any{}
+		for _, c := range items {
+			if s, ok := c.(string); !ok || !slices.Contains(drop, s) {
+				kept = append(kept, c)
+			}
+		}
+		out[name] = kept
+	}
+	vals["securityContext"] = map[string]any{"capabilities": out}
+	return nil
 }
 
 // parsePortRange parses "<min>-<max>" with 1 <= min < max <= 65535 (Cilium rejects max <= min).
@@ -189,6 +258,9 @@ func Render(chartPath string, o Options) (string, error) {
 	}
 	ch, err := LoadChart(chartPath)
 	if err != nil {
+		return "", err
+	}
+	if err := withoutCapabilities(ch, vals, o.WithoutCapabilities); err != nil {
 		return "", err
 	}
 	return render(ch, vals)

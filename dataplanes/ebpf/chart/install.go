@@ -87,12 +87,26 @@ func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time
 		return fmt.Errorf("installing Cilium: kubeconfig %s: %s", kubeconfigLabel(kubeconfigPath), oneLine(err))
 	}
 
-	fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
-	ch, err := pullChart(ctx, chartRef())
-	if err != nil {
-		return fmt.Errorf("pulling Cilium chart %s:%s: %s", ChartRepo, Version(), oneLine(err))
+	var ch *helmchart.Chart
+	if o.Local {
+		dir, err := SourceChartDir()
+		if err != nil {
+			return fmt.Errorf("installing Cilium: %v", err)
+		}
+		fmt.Fprintf(log, "Installing Cilium's chart from its source (%s)\n", dir)
+		if ch, err = LoadChart(dir); err != nil {
+			return fmt.Errorf("installing Cilium: %v", err)
+		}
+	} else {
+		fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
+		if ch, err = pullChart(ctx, chartRef()); err != nil {
+			return fmt.Errorf("pulling Cilium chart %s:%s: %s (without a registry: make cilium-images, then up again)", ChartRepo, Version(), oneLine(err))
+		}
 	}
 
+	if err := withoutCapabilities(ch, vals, o.WithoutCapabilities); err != nil {
+		return fmt.Errorf("installing Cilium: %v", err)
+	}
 	if err := installOrUpgrade(ctx, cfg, ch, vals, log); err != nil {
 		return err
 	}
