@@ -120,6 +120,16 @@ func Collect(bpffsDir string) (*State, error) {
 			return nil, fmt.Errorf("read %s: %w", filepath.Join(bpffsDir, r.name), err)
 		}
 	}
+	if bpffsDir == DefaultBPFFS {
+		// A Cilium node's own paths: its agent's state directory goes with its bpf filesystem.
+		nc, err := ReadNodeConfig(NodeConfigPath)
+		switch {
+		case err == nil:
+			s.NodeConfig = nc
+		case !errors.Is(err, os.ErrNotExist):
+			s.Warnings = append(s.Warnings, err.Error())
+		}
+	}
 	if err := s.readPrograms(); err != nil {
 		s.Warnings = append(s.Warnings, "attached programs: "+err.Error())
 	}

@@ -42,9 +42,37 @@ type State struct {
 	Endpoints    []EndpointEntry    `json:"endpoints,omitempty"`
 	// SockRevNAT is the socket LB's state: one entry per live socket it translated (cilium_lb4_reverse_sk).
 	SockRevNAT []SockRevNATEntry `json:"sockRevNat,omitempty"`
+	// NodeConfig is what the agent's node_config.h says about choices made when its programs were compiled (a
+	// Cilium node's own record; nil where there is none, as on the netns lab's nodes).
+	NodeConfig *NodeConfig `json:"nodeConfig,omitempty"`
 	// Missing lists the optional maps that were not pinned (affinity and Maglev maps exist only when enabled).
 	Missing  []string `json:"missing,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// NodeConfig is the part of Cilium's node_config.h (the agent's state directory, globals/node_config.h) the walk
+// needs: compile-time macros, which no program's load-time constants carry.
+type NodeConfig struct {
+	Path string `json:"path"`
+	// SocketLB is the socket LB's coverage: SocketLBFull (every socket of the node's cgroup, pods' too:
+	// ENABLE_SOCKET_LB_FULL), SocketLBHostOnly (the host network namespace's only: ENABLE_SOCKET_LB_HOST_ONLY,
+	// socketLB.hostNamespaceOnly), or "" (no socket LB).
+	SocketLB string `json:"socketLB,omitempty"`
+	// TunnelMode is TUNNEL_MODE: pods on other nodes are reached through an overlay (VXLAN or Geneve).
+	TunnelMode bool `json:"tunnelMode,omitempty"`
+}
+
+// The socket LB's coverages (NodeConfig.SocketLB).
+const (
+	SocketLBFull     = "full"
+	SocketLBHostOnly = "host-only"
+)
+
+// socketLBForPods says whether the socket LB translates a pod's connect() (Cilium's default with kube-proxy
+// replacement, where each node's cgroup root holds its pods): only a Cilium node's node_config.h says so; the
+// netns lab's socket LB is built host-only.
+func (s *State) socketLBForPods() bool {
+	return s.NodeConfig != nil && s.NodeConfig.SocketLB == SocketLBFull && s.sockProgram() != nil
 }
 
 // Program is one program attached to an interface.

@@ -24,6 +24,9 @@ func Walk(s *State, flow trace.Flow, names func(netip.Addr) (pod, node string)) 
 // node's pod endpoints (cilium_lxc) is the pod's: bpf_lxc's cil_from_container takes it on the pod's veth.
 func WalkFrom(s *State, flow trace.Flow, iif string, names func(netip.Addr) (pod, node string)) (paths []trace.Path, notes []string, ct *trace.Conntrack) {
 	if ep, ok := s.endpoint(flow.Src); ok && ep.Value.Flags&EndpointFlagHost == 0 && flow.Src.Is4() {
+		if s.socketLBForPods() && (flow.Proto == "tcp" || flow.Proto == "udp") {
+			return walkSock(s, flow, &ep, names)
+		}
 		w := newContainerWalker(s, flow, ep, names)
 		w.runContainer()
 		return w.paths, w.notes, w.ct

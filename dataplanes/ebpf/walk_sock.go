@@ -24,7 +24,14 @@ func (s *State) sockProgram() *Program {
 // so no packet to the frontend is ever sent, no conntrack entry is written, and replies need no reverse NAT in
 // the packet path (the socket is connected to the backend). names resolves an address to its pod and node.
 func WalkSock(s *State, flow trace.Flow, names func(netip.Addr) (pod, node string)) (paths []trace.Path, notes []string, ct *trace.Conntrack) {
-	w := &walker{s: s, flow: flow, names: names, chain: chainSock, hook: "cgroup connect4"}
+	return walkSock(s, flow, nil, names)
+}
+
+// walkSock is WalkSock for a socket of the node (sender nil) or of its pod sender: where the socket LB covers
+// pods (ENABLE_SOCKET_LB_FULL, Cilium's default with kube-proxy replacement), a pod's connect() is translated
+// the same way, before bpf_lxc ever sees a packet.
+func walkSock(s *State, flow trace.Flow, sender *EndpointEntry, names func(netip.Addr) (pod, node string)) (paths []trace.Path, notes []string, ct *trace.Conntrack) {
+	w := &walker{s: s, flow: flow, names: names, chain: chainSock, hook: "cgroup connect4", sender: sender}
 	w.prog = s.sockProgram()
 	if w.prog != nil {
 		w.hook = w.prog.Hook()
@@ -51,6 +58,11 @@ func (w *walker) runSock() {
 	hn := w.hop("", "ctx_in_hostns", "the socket is the node's own (its network namespace is HOST_NETNS_COOKIE)")
 	hn.Matched = true
 	hn.Reason = "the node's own process: the socket LB translates its connect(); a pod's sockets are left to bpf_lxc (socketLB.hostNamespaceOnly)"
+	if w.sender != nil {
+		hn = w.hop("", "ctx_in_hostns", "is the socket the host network namespace's? No: it is the pod's")
+		hn.Matched = true
+		hn.Reason = fmt.Sprintf("built with ENABLE_SOCKET_LB_FULL (%s: socketLB.hostNamespaceOnly off), the socket LB translates a pod's connect() too: the pod's cgroup is below the node's cgroup root, where cil_sock4_connect is attached", w.s.NodeConfig.Path)
+	}
 	b := start.with(hn)
 
 	b, svc, ok := w.eastWestLookup(b, "bpf_sock's wildcard lookup (sock4_wildcard_lookup_full) for a NodePort on one of the node's own addresses",
@@ -112,6 +124,27 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	p.SNAT = src.String()
 	ekey, _ := EndpointKey{Address: be.Value.Address, Family: EndpointIPv4}.MarshalBinary()
 	eh := w.hop(MapEndpoints, "__lookup_ip4_endpoint", fmt.Sprintf("is %s a pod of this node? (key %s)", be.Value.Address, Hex(ekey)))
+	if w.sender != nil {
+		// A pod's socket: its packets leave through the pod's own interface, to the backend's address.
+		switch ep, local := w.s.endpoint(be.Value.Address); {
+		case be.Value.Address == w.sender.Key.Address:
+			eh.Matched = true
+			eh.Verdict = "the pod itself: the kernel delivers the connection inside the pod's network namespace (its own address is local there); no packet leaves the pod"
+			p.Egress = "the pod's own network namespace (no packet leaves it)"
+		case local && ep.Value.Flags&EndpointFlagHost == 0:
+			eh.Matched = true
+			eh.Verdict = fmt.Sprintf("local endpoint %d: the packet leaves the pod's veth already addressed to the backend; cil_from_container finds no Service for it and delivers it to endpoint %d's veth", ep.Value.LxcID, ep.Value.LxcID)
+			p.Egress = fmt.Sprintf("the pod's veth, then endpoint %d's veth (ifindex %d)", ep.Value.LxcID, ep.Value.Ifindex)
+		default:
+			eh.Reason = "not a local endpoint: the packet leaves the pod's veth already addressed to the backend, and bpf_lxc routes it to the backend's node"
+			p.Egress = "the pod's veth, then the node's route to " + be.Value.Address.String()
+		}
+		addReason(&eh, how)
+		b = b.with(eh)
+		w.sockReply(&p, dst, src)
+		w.finish(b, trace.Delivered, nil, p)
+		return
+	}
 	if ep, local := w.s.endpoint(be.Value.Address); local && ep.Value.Flags&EndpointFlagHost == 0 {
 		eh.Matched = true
 		eh.Verdict = fmt.Sprintf("local endpoint %d: out through cilium_host, where cil_from_host delivers it to the pod's veth", ep.Value.LxcID)
@@ -122,6 +155,14 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	}
 	addReason(&eh, how)
 	b = b.with(eh)
+	w.sockReply(&p, dst, src)
+	w.finish(b, trace.Delivered, nil, p)
+}
+
+// sockReply is the reply of a connection the socket LB translated: it belongs to a socket connected to the
+// backend.
+func (w *walker) sockReply(p *trace.Path, dst netip.AddrPort, src netip.Addr) {
+	f := w.flow
 	p.Reply = &trace.Reply{
 		From:       dst.String(),
 		To:         netip.AddrPortFrom(src, f.Sport).String(),
@@ -134,7 +175,6 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 		p.Reply.To = src.String() + ":PORT"
 		p.Reply.AsSeenTo = p.Reply.To
 	}
-	w.finish(b, trace.Delivered, nil, p)
 }
 
 // sockSource is the source address the kernel gives a socket connecting to backend: cilium_host's address for
@@ -142,6 +182,9 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 // source (the node's address towards the frontend, which takes the same route out of eth0 as other nodes'
 // pod CIDRs).
 func (w *walker) sockSource(backend netip.Addr) (netip.Addr, string) {
+	if w.sender != nil {
+		return w.sender.Key.Address, fmt.Sprintf("the pod's socket: its source is the pod's address %s", w.sender.Key.Address)
+	}
 	if ep, ok := w.s.endpoint(backend); ok && ep.Value.Flags&EndpointFlagHost == 0 {
 		for _, p := range w.s.Programs {
 			if p.Interface == "cilium_host" {

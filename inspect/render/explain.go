@@ -150,10 +150,15 @@ func ebpfNote(t *trace.Trace) string {
 	if len(ends) > 0 {
 		chain = append(chain, strings.Join(ends, " / "))
 	}
+	// The object the walk's first program comes from (Cilium's bpf/ sources).
+	object := map[string]string{"cil_sock4_connect": "bpf_sock", "cil_from_container": "bpf_lxc"}[program]
+	if object == "" {
+		object = "bpf_host"
+	}
 	if program != "" {
 		chain = append([]string{program}, chain...)
 	}
-	return "no KUBE-* chains here: Cilium does the guide's steps in bpf_host functions, each map lookup in one: " +
+	return "no KUBE-* chains here: Cilium does the guide's steps in " + object + " functions, each map lookup in one: " +
 		strings.Join(chain, " → ") + "."
 }
 
