@@ -105,6 +105,7 @@ func Collect(bpffsDir string) (*State, error) {
 		{MapSourceRange, false, s.readSourceRanges},
 		{MapEndpoints, false, s.readEndpoints},
 		{MapSockRevNAT, false, s.readSockRevNAT},
+		{MapIPCache, false, s.readIPCache},
 	}
 	for _, r := range readers {
 		m, err := open(r.name, r.required)
@@ -303,6 +304,26 @@ func (s *State) readSourceRanges(m *cebpf.Map) error {
 			return err
 		}
 		s.SourceRanges = append(s.SourceRanges, e)
+		return nil
+	})
+}
+
+// ipcacheKeep bounds the ipcache entries kept: a large cluster's map holds one per pod, node and CIDR.
+const ipcacheKeep = 65536
+
+func (s *State) readIPCache(m *cebpf.Map) error {
+	return dump(m, func(k, v []byte) error {
+		e := IPCacheEntry{Raw: Raw{k, v}}
+		if err := e.Key.UnmarshalBinary(k); err != nil {
+			return err
+		}
+		if e.Key.Family != EndpointIPv4 || len(s.IPCache) >= ipcacheKeep {
+			return nil
+		}
+		if err := e.Value.UnmarshalBinary(v); err != nil {
+			return err
+		}
+		s.IPCache = append(s.IPCache, e)
 		return nil
 	})
 }

@@ -27,6 +27,9 @@ const (
 	MapCTAny         = "cilium_ct_any4_global" // everything else
 	MapSourceRange   = "cilium_lb4_source_range"
 	MapEndpoints     = "cilium_lxc" // local endpoints: decides "backend is local" (no SNAT)
+	// MapIPCache maps every address the node knows to its security identity: the socket LB's wildcard lookup
+	// asks it whether an address is a node's (lookup_ip4_remote_endpoint).
+	MapIPCache = "cilium_ipcache_v2"
 	// MapSockRevNAT is bpf_sock's: for each socket the socket LB connected to a backend, the frontend it asked
 	// for (read back by getpeername and recvmsg; deleted when the socket is released).
 	MapSockRevNAT = "cilium_lb4_reverse_sk"
@@ -76,6 +79,8 @@ const (
 	sizeAffinityMatch   = 8
 	sizeEndpointKey     = 20
 	sizeSourceRangeKey4 = 12
+	sizeIPCacheKey      = 24
+	sizeIPCacheInfo     = 24
 
 	ctFlagsOff = 36 // the u16 holding ct_entry's bit fields
 )
@@ -132,6 +137,16 @@ var Layouts = []Layout{
 		{Name: "lpm_key.prefixlen", Off: 0, Size: 4}, {Name: "rev_nat_id", Off: 4, Size: 2}, {Name: "pad", Off: 6, Size: 2},
 		{Name: "addr", Off: 8, Size: 4},
 	}},
+	{"ipcache_key", sizeIPCacheKey, []Field{
+		{Name: "lpm_key.prefixlen", Off: 0, Size: 4}, {Name: "cluster_id", Off: 4, Size: 2}, {Name: "pad1", Off: 6, Size: 1},
+		{Name: "family", Off: 7, Size: 1}, {Name: "ip4", Off: 8, Size: 4}, {Name: "ip6", Off: 8, Size: 16},
+	}},
+	{"remote_endpoint_info", sizeIPCacheInfo, []Field{
+		{Name: "sec_identity", Off: 0, Size: 4}, {Name: "tunnel_endpoint", Off: 4, Size: 16}, {Name: "pad", Off: 20, Size: 2},
+		{Name: "key", Off: 22, Size: 1}, {Name: "flag_skip_tunnel", Off: 23, Bit: 0, Bits: 1},
+		{Name: "flag_has_tunnel_ep", Off: 23, Bit: 1, Bits: 1}, {Name: "flag_ipv6_tunnel_ep", Off: 23, Bit: 2, Bits: 1},
+		{Name: "flag_remote_cluster", Off: 23, Bit: 3, Bits: 1},
+	}},
 }
 
 // SockLayouts are the structs of bpf_sock's own map, checked against bpf_sock's BTF as Layouts are against
@@ -164,6 +179,7 @@ var MapTypes = map[string][2]string{
 	MapCTAny:         {"ipv4_ct_tuple", "ct_entry"},
 	MapSourceRange:   {"lb4_src_range_key", "u8"},
 	MapEndpoints:     {"endpoint_key", "endpoint_info"},
+	MapIPCache:       {"ipcache_key", "remote_endpoint_info"},
 }
 
 // Hex is raw map bytes, shown as hex in JSON (the wide view prints what the map holds).
@@ -792,4 +808,92 @@ func (v *SockRevNATValue) UnmarshalBinary(b []byte) error {
 	}
 	*v = SockRevNATValue{Address: addr4(b[0:4]), Port: be.Uint16(b[4:6]), RevNAT: be.Uint16(b[6:8])}
 	return nil
+}
+
+// IPCacheKey is struct ipcache_key (packed), the LPM key of cilium_ipcache_v2: the prefix length counts the 32
+// bits of cluster_id, pad1 and family before the address's own.
+type IPCacheKey struct {
+	PrefixLen uint32     `json:"prefixLen"` // host
+	ClusterID uint16     `json:"clusterId"` // host
+	Family    uint8      `json:"family"`    // ENDPOINT_KEY_IPV4 1, IPV6 2
+	Address   netip.Addr `json:"address"`
+}
+
+// ipcacheStaticPrefix is IPCACHE_STATIC_PREFIX: the key bits before the address.
+const ipcacheStaticPrefix = 32
+
+// Prefix is the key's address prefix.
+func (k IPCacheKey) Prefix() netip.Prefix {
+	bits := int(k.PrefixLen) - ipcacheStaticPrefix
+	if bits < 0 {
+		bits = 0
+	}
+	return netip.PrefixFrom(k.Address, bits)
+}
+
+func (k IPCacheKey) MarshalBinary() ([]byte, error) {
+	b := make([]byte, sizeIPCacheKey)
+	host.PutUint32(b[0:4], k.PrefixLen)
+	host.PutUint16(b[4:6], k.ClusterID)
+	b[7] = k.Family
+	if k.Address.Is4() {
+		put4(b[8:12], k.Address)
+	} else if k.Address.Is6() {
+		v := k.Address.As16()
+		copy(b[8:24], v[:])
+	}
+	return b, nil
+}
+
+func (k *IPCacheKey) UnmarshalBinary(b []byte) error {
+	if err := wantLen("ipcache_key", b, sizeIPCacheKey); err != nil {
+		return err
+	}
+	*k = IPCacheKey{PrefixLen: host.Uint32(b[0:4]), ClusterID: host.Uint16(b[4:6]), Family: b[7]}
+	if k.Family == EndpointIPv4 {
+		k.Address = addr4(b[8:12])
+	} else {
+		k.Address = netip.AddrFrom16([16]byte(b[8:24]))
+	}
+	return nil
+}
+
+// RemoteEndpointInfo is struct remote_endpoint_info, the value of cilium_ipcache_v2.
+type RemoteEndpointInfo struct {
+	Identity uint32 `json:"identity"` // host
+	// TunnelEndpoint is the node that holds the address (tunnel mode), when FlagHasTunnelEP is set.
+	TunnelEndpoint netip.Addr `json:"tunnelEndpoint,omitzero"`
+	Key            uint8      `json:"key"`
+	Flags          uint8      `json:"flags"` // skip_tunnel 1, has_tunnel_ep 2, ipv6_tunnel_ep 4, remote_cluster 8
+}
+
+// The flag bits of remote_endpoint_info's last byte.
+const (
+	IPCacheFlagHasTunnelEP   = 1 << 1
+	IPCacheFlagRemoteCluster = 1 << 3
+)
+
+func (v *RemoteEndpointInfo) UnmarshalBinary(b []byte) error {
+	if err := wantLen("remote_endpoint_info", b, sizeIPCacheInfo); err != nil {
+		return err
+	}
+	*v = RemoteEndpointInfo{Identity: host.Uint32(b[0:4]), Key: b[22], Flags: b[23]}
+	if v.Flags&IPCacheFlagHasTunnelEP != 0 {
+		v.TunnelEndpoint = addr4(b[4:8])
+	}
+	return nil
+}
+
+// Reserved security identities (bpf/lib/identity.h) the socket LB's wildcard lookup tests.
+const (
+	IdentityHost          = 1
+	IdentityRemoteNode    = 6
+	IdentityKubeAPIServer = 7
+	identityScopeMask     = 0xFF000000
+	identityScopeRemote   = 0x02000000
+)
+
+// identityIsRemoteNode is identity_is_remote_node.
+func identityIsRemoteNode(id uint32) bool {
+	return id == IdentityRemoteNode || id == IdentityKubeAPIServer || id&identityScopeMask == identityScopeRemote
 }

@@ -1,6 +1,7 @@
 package ebpf
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -93,5 +94,36 @@ func TestWalkNodePortTunnelMode(t *testing.T) {
 	}
 	if remote != 2 || local != 1 || !strings.Contains(strings.Join(tr.Notes, "\n"), "TUNNEL_MODE") {
 		t.Errorf("remote %d local %d notes %q", remote, local, tr.Notes)
+	}
+}
+
+// A pod's connect() to another node's NodePort: no frontend for that address on this node, so bpf_sock's
+// wildcard lookup asks the ipcache whose address it is; a remote node's takes the 0.0.0.0 NodePort frontend and
+// is translated at the socket, anything else goes on untranslated.
+func TestWalkPodSocketLBWildcard(t *testing.T) {
+	s := podState(t)
+	s.NodeConfig = &NodeConfig{Path: NodeConfigPath, SocketLB: SocketLBFull}
+	for i := range s.Configs {
+		if s.Configs[i].MapID == 7 { // bpf_sock's, which carries the NodePort range as bpf_host's does
+			s.Configs[i].NodePortMin, s.Configs[i].NodePortMax = 30000, 32767
+		}
+	}
+	addIPCache := func(prefix string, id uint32) {
+		p := netip.MustParsePrefix(prefix)
+		k := IPCacheKey{PrefixLen: uint32(ipcacheStaticPrefix + p.Bits()), Family: EndpointIPv4, Address: p.Addr()}
+		s.IPCache = append(s.IPCache, IPCacheEntry{Key: k, Value: RemoteEndpointInfo{Identity: id}, Raw: Raw{Key: mustRaw(t, k)}})
+	}
+	addIPCache("172.18.0.3/32", IdentityRemoteNode)
+	addIPCache("0.0.0.0/0", 2) // world
+	tr := walkFrom(t, s, "10.244.2.6:40000", "172.18.0.3:30510", false)
+	if tr.Verdict != trace.Delivered || len(tr.Paths) != 3 || tr.Paths[0].Hops[0].Chain != chainSock {
+		t.Fatalf("to a remote node's NodePort: verdict %s, %d paths", tr.Verdict, len(tr.Paths))
+	}
+	if !strings.Contains(tr.Paths[0].Hops[2].Verdict, "a remote node") {
+		t.Errorf("the ipcache hop: %+v", tr.Paths[0].Hops[2])
+	}
+	tr = walkFrom(t, s, "10.244.2.6:40000", "203.0.113.9:30510", false)
+	if tr.Verdict != trace.Local || len(tr.Paths) != 1 {
+		t.Errorf("to a world address on a NodePort port: verdict %s, want untranslated", tr.Verdict)
 	}
 }

@@ -40,6 +40,8 @@ type State struct {
 	CTOther      int                `json:"ctOther,omitempty"`
 	SourceRanges []SourceRangeEntry `json:"sourceRanges,omitempty"`
 	Endpoints    []EndpointEntry    `json:"endpoints,omitempty"`
+	// IPCache is cilium_ipcache_v2's IPv4 entries: each known prefix's security identity.
+	IPCache []IPCacheEntry `json:"ipcache,omitempty"`
 	// SockRevNAT is the socket LB's state: one entry per live socket it translated (cilium_lb4_reverse_sk).
 	SockRevNAT []SockRevNATEntry `json:"sockRevNat,omitempty"`
 	// NodeConfig is what the agent's node_config.h says about choices made when its programs were compiled (a
@@ -182,6 +184,28 @@ type SourceRangeEntry struct {
 	Raw Raw            `json:"raw"`
 }
 
+// IPCacheEntry is one cilium_ipcache_v2 entry.
+type IPCacheEntry struct {
+	Key   IPCacheKey         `json:"key"`
+	Value RemoteEndpointInfo `json:"value"`
+	Raw   Raw                `json:"raw"`
+}
+
+// ipcache is lookup_ip4_remote_endpoint(addr, 0): the longest prefix of the local cluster holding addr; ok is
+// false when the map was not read or holds none.
+func (s *State) ipcache(a netip.Addr) (IPCacheEntry, bool) {
+	best, found := IPCacheEntry{}, false
+	for _, e := range s.IPCache {
+		if e.Key.Family != EndpointIPv4 || e.Key.ClusterID != 0 || !e.Key.Prefix().Contains(a) {
+			continue
+		}
+		if !found || e.Key.PrefixLen > best.Key.PrefixLen {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
 // EndpointEntry is one cilium_lxc entry: an endpoint local to this node (pods, and the node's own addresses
 // with ENDPOINT_F_HOST).
 type EndpointEntry struct {
@@ -264,6 +288,7 @@ func (s *State) sort() {
 	})
 	sort.Slice(s.Endpoints, func(i, j int) bool { return s.Endpoints[i].Raw.Key.String() < s.Endpoints[j].Raw.Key.String() })
 	sort.Slice(s.SockRevNAT, func(i, j int) bool { return s.SockRevNAT[i].Raw.Key.String() < s.SockRevNAT[j].Raw.Key.String() })
+	sort.Slice(s.IPCache, func(i, j int) bool { return s.IPCache[i].Raw.Key.String() < s.IPCache[j].Raw.Key.String() })
 }
 
 // lessServiceKey orders frontends by address, port, protocol, scope, then slot.

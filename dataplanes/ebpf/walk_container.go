@@ -65,10 +65,21 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 	svc, ok := w.s.service(key)
 	if !ok {
 		h.Reason = w.whyNoFrontend(key)
+		if w.chain == chainSock {
+			if b, svc, followed, ok := w.sockWildcard(b.with(h), untranslated); followed {
+				return b, svc, ok
+			}
+		}
 		w.note("a miss is followed by " + wildcard + ", which the walk does not follow")
 		w.pass(b.with(h), "not a Service's frontend: "+untranslated)
 		return b, svc, false
 	}
+	return w.scopes(b, h, svc, key, untranslated)
+}
+
+// scopes ends a frontend lookup that matched (hop h): a Service with two scopes is looked up again in the
+// internal one, which east-west traffic uses.
+func (w *walker) scopes(b branch, h trace.Hop, svc ServiceEntry, key ServiceKey, untranslated string) (branch, ServiceEntry, bool) {
 	h.Matched = true
 	h.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", svc.Value.Count, svc.Value.RevNAT, svc.Value.ServiceFlags())
 	h.Text += " value " + svc.Raw.Value.String()
@@ -77,7 +88,7 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 		return b, svc, true
 	}
 	key.Scope = ScopeInternal
-	raw, _ = key.MarshalBinary()
+	raw, _ := key.MarshalBinary()
 	ih := w.hop(MapServices, "lb4_lookup_service", fmt.Sprintf("two scopes: lookup frontend %s slot 0, internal scope (key %s)", frontendString(key), Hex(raw)))
 	isvc, ok := w.s.service(key)
 	if !ok {
@@ -89,6 +100,62 @@ func (w *walker) eastWestLookup(b branch, wildcard, untranslated string) (branch
 	ih.Verdict = fmt.Sprintf("frontend: count %d, rev-NAT %d, [%s]", isvc.Value.Count, isvc.Value.RevNAT, isvc.Value.ServiceFlags())
 	ih.Text += " value " + isvc.Raw.Value.String()
 	return b.with(ih), isvc, true
+}
+
+// sockWildcard is bpf_sock's sock4_wildcard_lookup_full after a miss: for an address the ipcache says is this
+// node's (HOST_ID) or another node's of the cluster (remote-node), the NodePort (or, outside the NodePort range,
+// HostPort) frontend on 0.0.0.0. followed is false when the walk cannot follow it (the ipcache was not read, or
+// a loopback address, whose lookup depends on the socket being in the host network namespace); ok says whether a
+// frontend was found (when followed but not found, the branch has ended untranslated).
+func (w *walker) sockWildcard(b branch, untranslated string) (_ branch, _ ServiceEntry, followed, ok bool) {
+	f := w.flow
+	if len(w.s.IPCache) == 0 || f.Dst.IsLoopback() {
+		return b, ServiceEntry{}, false, false
+	}
+	inRange := f.Dport >= w.cfg.NodePortMin && f.Dport <= w.cfg.NodePortMax
+	kind := "HostPort (outside the NodePort range %d-%d): the address must be this node's (HOST_ID)"
+	if inRange {
+		kind = "NodePort (in the range %d-%d): the address must be a node's of this cluster (HOST_ID or remote-node)"
+	}
+	h := w.hop(MapIPCache, "sock4_wildcard_lookup_full → lookup_ip4_remote_endpoint", fmt.Sprintf("whose is %s? a wildcard lookup for a "+kind, f.Dst, w.cfg.NodePortMin, w.cfg.NodePortMax))
+	info, found := w.s.ipcache(f.Dst)
+	switch {
+	case !found:
+		h.Reason = "no ipcache entry holds the address"
+	case inRange && !(info.Value.Identity == IdentityHost || (identityIsRemoteNode(info.Value.Identity) && info.Value.Flags&IPCacheFlagRemoteCluster == 0)):
+		h.Reason = fmt.Sprintf("%s has identity %d: not a node of this cluster", info.Key.Prefix(), info.Value.Identity)
+	case !inRange && info.Value.Identity != IdentityHost:
+		h.Reason = fmt.Sprintf("%s has identity %d: not this node", info.Key.Prefix(), info.Value.Identity)
+	default:
+		h.Matched = true
+		h.Verdict = fmt.Sprintf("%s: identity %d (%s)", info.Key.Prefix(), info.Value.Identity, map[bool]string{true: "this node", false: "a remote node"}[info.Value.Identity == IdentityHost])
+	}
+	if !h.Matched {
+		w.pass(b.with(h), "no wildcard frontend: "+untranslated)
+		return b, ServiceEntry{}, true, false
+	}
+	b = b.with(h)
+	key := ServiceKey{Address: netip.IPv4Unspecified(), Port: f.Dport, Proto: w.proto, Scope: ScopeExternal}
+	raw, _ := key.MarshalBinary()
+	wh := w.hop(MapServices, "sock4_wildcard_lookup_full → lb4_lookup_service", fmt.Sprintf("lookup frontend %s slot 0, external scope (key %s)", frontendString(key), Hex(raw)))
+	svc, found := w.s.service(key)
+	flags := svc.Value.ServiceFlags()
+	switch {
+	case !found:
+		wh.Reason = "no wildcard frontend for the port"
+	case inRange && flags&FlagNodePort == 0:
+		wh.Reason = fmt.Sprintf("the wildcard frontend is not a NodePort ([%s])", flags)
+	case !inRange && flags&FlagHostPort == 0:
+		wh.Reason = fmt.Sprintf("the wildcard frontend is not a HostPort ([%s])", flags)
+	case !inRange && flags&FlagLoopback != 0:
+		wh.Reason = "a HostPort bound to a loopback address: only loopback destinations take it"
+	}
+	if wh.Reason != "" {
+		w.pass(b.with(wh), untranslated)
+		return b, ServiceEntry{}, true, false
+	}
+	b, svc, ok = w.scopes(b, wh, svc, key, untranslated)
+	return b, svc, true, ok
 }
 
 // eastWestFunction names the caller of the east-west lookup: bpf_lxc's per-packet LB or the socket LB.

@@ -40,7 +40,7 @@ func walkSock(s *State, flow trace.Flow, sender *EndpointEntry, names func(netip
 		}
 	}
 	if !w.cfgKnown {
-		w.cfg = Config{EnableNoServiceEndpointsRoutable: true}
+		w.cfg = Config{EnableNoServiceEndpointsRoutable: true, NodePortMin: 30000, NodePortMax: 32767}
 		w.note("no load-time configuration of cil_sock4_connect was read: the walk assumes Cilium's defaults")
 	}
 	w.runSock()

@@ -366,8 +366,8 @@ func TestWaitReady(t *testing.T) {
 	if got := waitFailed(err, 5*time.Minute).Error(); got != want {
 		t.Errorf("Install's error after the wait times out:\n got %q\nwant %q", got, want)
 	}
-	if !strings.Contains(log.String(), "2 of 3 agents ready") {
-		t.Errorf("waitReady did not log progress: %q", log.String())
+	if want := "  DaemonSet kube-system/cilium: 2 of 3 agents ready (pods: 1 cilium-agent CrashLoopBackOff)\n"; log.String() != want {
+		t.Errorf("waitReady's progress: %q, want %q", log.String(), want)
 	}
 
 	// An upgrade not yet rolled out is not ready even when every pod is.
@@ -376,7 +376,7 @@ func TestWaitReady(t *testing.T) {
 	if _, err := c.AppsV1().DaemonSets(Namespace).UpdateStatus(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if p := readiness(context.Background(), c); len(p) != 1 || !strings.Contains(p[0], "1 of 3 agents updated") {
+	if p := readiness(context.Background(), c); len(p) != 1 || !strings.Contains(p[0].Detail, "1 of 3 agents updated") {
 		t.Errorf("readiness during a rollout = %q", p)
 	}
 
@@ -391,7 +391,7 @@ func TestWaitReady(t *testing.T) {
 	if err := c.AppsV1().Deployments(Namespace).Delete(context.Background(), operatorDeployment, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if p := readiness(context.Background(), c); len(p) != 1 || !strings.Contains(p[0], "cilium-operator not found") {
+	if p := readiness(context.Background(), c); len(p) != 1 || !strings.Contains(p[0].Detail, "cilium-operator not found") {
 		t.Errorf("readiness without the operator = %q", p)
 	}
 }

@@ -250,15 +250,23 @@ func installOrUpgrade(ctx context.Context, cfg *action.Configuration, ch *helmch
 // waitReady polls until DaemonSet cilium and Deployment cilium-operator are rolled out (the current
 // generation observed, every pod updated) and ready, or ctx ends; the error then says what is not ready.
 func waitReady(ctx context.Context, c kubernetes.Interface, log io.Writer) error {
-	var last string
+	var last, said string
 	for {
 		problems := readiness(ctx, c)
 		if len(problems) == 0 {
 			return nil
 		}
-		if s := strings.Join(problems, "; "); s != last {
-			fmt.Fprintf(log, "  %s\n", s)
-			last = s
+		var details, summaries []string
+		for _, p := range problems {
+			details = append(details, p.Detail)
+			summaries = append(summaries, "  "+p.Summary+"\n")
+		}
+		last = strings.Join(details, "; ")
+		// Progress a line per object, its pods counted by state, so that it fits a class's 100-column
+		// terminal; the error, if the wait fails, names the pods.
+		if s := strings.Join(summaries, ""); s != said {
+			fmt.Fprint(log, s)
+			said = s
 		}
 		select {
 		case <-ctx.Done():
@@ -286,29 +294,37 @@ type notReadyError struct {
 func (e *notReadyError) Error() string { return e.what + " (" + e.err.Error() + ")" }
 func (e *notReadyError) Unwrap() error { return e.err }
 
+// problem is one thing that keeps Cilium from being ready: Detail names the pods and why each is not ready,
+// Summary counts them by why.
+type problem struct{ Detail, Summary string }
+
+func plain(s string) problem { return problem{s, s} }
+
 // readiness lists what keeps the agents and the operator from being ready; empty means ready.
-func readiness(ctx context.Context, c kubernetes.Interface) []string {
-	var problems []string
+func readiness(ctx context.Context, c kubernetes.Interface) []problem {
+	var problems []problem
 	ds, err := c.AppsV1().DaemonSets(Namespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		problems = append(problems, fmt.Sprintf("DaemonSet %s/%s not found", Namespace, agentDaemonSet))
+		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s not found", Namespace, agentDaemonSet)))
 	case err != nil:
-		problems = append(problems, fmt.Sprintf("DaemonSet %s/%s: %v", Namespace, agentDaemonSet, err))
+		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s: %v", Namespace, agentDaemonSet, err)))
 	default:
 		if p := daemonSetProblem(ds); p != "" {
-			problems = append(problems, p+podProblems(ctx, c, ds.Spec.Selector))
+			detail, summary := podProblems(ctx, c, ds.Spec.Selector)
+			problems = append(problems, problem{p + detail, p + summary})
 		}
 	}
 	dep, err := c.AppsV1().Deployments(Namespace).Get(ctx, operatorDeployment, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		problems = append(problems, fmt.Sprintf("Deployment %s/%s not found", Namespace, operatorDeployment))
+		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s not found", Namespace, operatorDeployment)))
 	case err != nil:
-		problems = append(problems, fmt.Sprintf("Deployment %s/%s: %v", Namespace, operatorDeployment, err))
+		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s: %v", Namespace, operatorDeployment, err)))
 	default:
 		if p := deploymentProblem(dep); p != "" {
-			problems = append(problems, p+podProblems(ctx, c, dep.Spec.Selector))
+			detail, summary := podProblems(ctx, c, dep.Spec.Selector)
+			problems = append(problems, problem{p + detail, p + summary})
 		}
 	}
 	return problems
@@ -356,20 +372,22 @@ func deploymentProblem(d *appsv1.Deployment) string {
 
 // podProblems names, for the pods of selector that are not ready, why (a waiting container's reason such
 // as ImagePullBackOff or CrashLoopBackOff, or the pod's phase), as " (pod cilium-x on kind-worker:
-// CrashLoopBackOff, ...)"; "" when there is nothing to add.
-func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.LabelSelector) string {
+// CrashLoopBackOff, ...)", and counts them by why (" (2 Pending, 1 cilium-agent CrashLoopBackOff)"); "" when
+// there is nothing to add.
+func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.LabelSelector) (detail, summary string) {
 	if selector == nil {
-		return ""
+		return "", ""
 	}
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	pods, err := c.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	var out []string
+	count := map[string]int{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if podutils.IsPodReady(p) || p.DeletionTimestamp != nil {
@@ -394,13 +412,19 @@ func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.L
 			node = "no node"
 		}
 		out = append(out, fmt.Sprintf("pod %s on %s: %s", p.Name, node, why))
+		count[why]++
 	}
 	if len(out) == 0 {
-		return ""
+		return "", ""
 	}
 	sort.Strings(out)
 	if len(out) > 3 {
 		out = append(out[:3], fmt.Sprintf("%d more", len(out)-3))
 	}
-	return " (" + strings.Join(out, ", ") + ")"
+	var counts []string
+	for why, n := range count {
+		counts = append(counts, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(counts)
+	return " (" + strings.Join(out, ", ") + ")", " (pods: " + strings.Join(counts, ", ") + ")"
 }
