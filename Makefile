@@ -149,7 +149,7 @@ SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
 JUNIT ?= junit-scenarios.xml
 KIND_DATAPLANES ?= iptables,nftables
 ifeq ($(PROVIDER),kind)
-scenarios: build kind-image-tool $(if $(KIND_EXEC),kind-engine-tools)
+scenarios: build kind-image-tool $(if $(KIND_EXEC),kind-engine-tools) $(if $(findstring ebpf,$(KIND_DATAPLANES)),cilium-images)
 	$(KIND_EXEC) $(K8SGUIDE) scenario run --provider kind --image $${KIND_IMAGE:-$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1)} \
 	  --dataplane $(KIND_DATAPLANES) --lab-prefix kscn --junit $(patsubst %.xml,%-kind.xml,$(JUNIT))
 else
@@ -196,11 +196,12 @@ cilium-images: kind-image-tool
 	$(KIND_DOCKER_HOST) bin/k8sguide-kind-image --cilium
 
 # The kind tests on real kind clusters (internal/kindtest): up, deploy, nodeport on every node, trace --verify,
-# compare with a netns lab, down, with nothing left and the root namespace untouched. They need an engine (make
-# kind-engine here) and build the offline image first.
-test-kind: kind-image
+# compare with a netns lab, down, with nothing left and the root namespace untouched, for KIND_TEST_DATAPLANES.
+# They need an engine (make kind-engine here) and build the offline image first, and Cilium's images for ebpf.
+KIND_TEST_DATAPLANES ?= iptables,nftables
+test-kind: kind-image $(if $(findstring ebpf,$(KIND_TEST_DATAPLANES)),cilium-images)
 	$(KIND_DOCKER_HOST) K8SGUIDE_KIND_IMAGE=$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1) \
-	  go test -count=1 -timeout 60m -v -run '^TestKind' ./internal/kindtest/
+	  K8SGUIDE_KIND_DATAPLANES=$(KIND_TEST_DATAPLANES) go test -count=1 -timeout 60m -v -run '^TestKind' ./internal/kindtest/
 
 KIND_DOCKER_HOST := $(if $(wildcard $(KIND_ENGINE_STATE)),$(if $(DOCKER_HOST),,DOCKER_HOST=unix:///run/k8sguide-kind/docker.sock))
 

@@ -58,6 +58,10 @@ func (w *walker) runSock() {
 	hn := w.hop("", "ctx_in_hostns", "the socket is the node's own (its network namespace is HOST_NETNS_COOKIE)")
 	hn.Matched = true
 	hn.Reason = "the node's own process: the socket LB translates its connect(); a pod's sockets are left to bpf_lxc (socketLB.hostNamespaceOnly)"
+	if w.sender == nil && w.s.NodeConfig != nil && w.s.NodeConfig.SocketLB == SocketLBFull {
+		hn.Text = "is the socket the host network namespace's?"
+		hn.Reason = fmt.Sprintf("whichever it is: built with ENABLE_SOCKET_LB_FULL (%s), the socket LB translates every socket below the node's cgroup root, the node's own processes' and its pods'", w.s.NodeConfig.Path)
+	}
 	if w.sender != nil {
 		hn = w.hop("", "ctx_in_hostns", "is the socket the host network namespace's? No: it is the pod's")
 		hn.Matched = true

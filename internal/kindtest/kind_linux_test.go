@@ -132,7 +132,11 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		verify(t, e, "trace", "--name", name, "--node", n.name, "--service", "web", "--from", "node", "--verify")
 		if n.name != podNode {
 			verify(t, e, "trace", "--name", name, "--dst", n.ip+":"+port, "--from", "pod/"+pod, "--verify")
-			walkOn(t, e, name, pod, n.ip+":"+port)
+			if d != dataplanes.EBPF {
+				// (On ebpf the socket LB translates the pod's connect() to the backend itself: no second node's
+				// rules to walk on; verify has compared the source the pod saw.)
+				walkOn(t, e, name, pod, n.ip+":"+port)
+			}
 		}
 	}
 	verify(t, e, "trace", "--name", name, "--dst", clusterIP+":80", "--from", "pod/"+pod, "--verify")

@@ -63,10 +63,18 @@ func Setup() (env *Env, skip string, cleanup func(), err error) {
 	os.Chmod(dir, 0o755)
 	env.Dir = dir
 	env.Binary = filepath.Join(dir, "k8sguide")
-	build := exec.Command("go", "build", "-o", env.Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
+	// The Makefile's flags (-trimpath), so that make build's cache serves; and beside k8sguide the ebpf
+	// dataplane's netns node agent (a nested module), for the netns labs the tests compare kind with.
+	build := exec.Command("go", "build", "-trimpath", "-o", env.Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return nil, "", cleanup, fmt.Errorf("building k8sguide: %w", err)
+	}
+	agent := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "k8sguide-cilium"), ".")
+	agent.Dir = filepath.Join("..", "..", "dataplanes", "ebpf", "cilium")
+	agent.Stdout, agent.Stderr = os.Stderr, os.Stderr
+	if err := agent.Run(); err != nil {
+		return nil, "", cleanup, fmt.Errorf("building k8sguide-cilium: %w", err)
 	}
 	return env, "", cleanup, nil
 }

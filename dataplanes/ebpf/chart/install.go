@@ -93,7 +93,7 @@ func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time
 		if err != nil {
 			return fmt.Errorf("installing Cilium: %v", err)
 		}
-		fmt.Fprintf(log, "Installing Cilium's chart from its source (%s)\n", dir)
+		fmt.Fprintf(log, "Chart: Cilium's own source, github.com/cilium/cilium@%s/install/kubernetes/cilium\n", datapath.CiliumVersion)
 		if ch, err = LoadChart(dir); err != nil {
 			return fmt.Errorf("installing Cilium: %v", err)
 		}
