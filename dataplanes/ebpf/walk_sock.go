@@ -128,32 +128,24 @@ func (w *walker) sockBackend(c choice, svc ServiceEntry) {
 	p.SNAT = src.String()
 	ekey, _ := EndpointKey{Address: be.Value.Address, Family: EndpointIPv4}.MarshalBinary()
 	eh := w.hop(MapEndpoints, "__lookup_ip4_endpoint", fmt.Sprintf("is %s a pod of this node? (key %s)", be.Value.Address, Hex(ekey)))
-	if w.sender != nil {
+	switch ep, local := w.s.endpoint(be.Value.Address); {
+	case w.sender != nil && be.Value.Address == w.sender.Key.Address:
 		// A pod's socket: its packets leave through the pod's own interface, to the backend's address.
-		switch ep, local := w.s.endpoint(be.Value.Address); {
-		case be.Value.Address == w.sender.Key.Address:
-			eh.Matched = true
-			eh.Verdict = "the pod itself: the kernel delivers the connection inside the pod's network namespace (its own address is local there); no packet leaves the pod"
-			p.Egress = "the pod's own network namespace (no packet leaves it)"
-		case local && ep.Value.Flags&EndpointFlagHost == 0:
-			eh.Matched = true
-			eh.Verdict = fmt.Sprintf("local endpoint %d: the packet leaves the pod's veth already addressed to the backend; cil_from_container finds no Service for it and delivers it to endpoint %d's veth", ep.Value.LxcID, ep.Value.LxcID)
-			p.Egress = fmt.Sprintf("the pod's veth, then endpoint %d's veth (ifindex %d)", ep.Value.LxcID, ep.Value.Ifindex)
-		default:
-			eh.Reason = "not a local endpoint: the packet leaves the pod's veth already addressed to the backend, and bpf_lxc routes it to the backend's node"
-			p.Egress = "the pod's veth, then the node's route to " + be.Value.Address.String()
-		}
-		addReason(&eh, how)
-		b = b.with(eh)
-		w.sockReply(&p, dst, src)
-		w.finish(b, trace.Delivered, nil, p)
-		return
-	}
-	if ep, local := w.s.endpoint(be.Value.Address); local && ep.Value.Flags&EndpointFlagHost == 0 {
+		eh.Matched = true
+		eh.Verdict = "the pod itself: the kernel delivers the connection inside the pod's network namespace (its own address is local there); no packet leaves the pod"
+		p.Egress = "the pod's own network namespace (no packet leaves it)"
+	case w.sender != nil && local && ep.Value.Flags&EndpointFlagHost == 0:
+		eh.Matched = true
+		eh.Verdict = fmt.Sprintf("local endpoint %d: the packet leaves the pod's veth already addressed to the backend; cil_from_container finds no Service for it and delivers it to endpoint %d's veth", ep.Value.LxcID, ep.Value.LxcID)
+		p.Egress = fmt.Sprintf("the pod's veth, then endpoint %d's veth (ifindex %d)", ep.Value.LxcID, ep.Value.Ifindex)
+	case w.sender != nil:
+		eh.Reason = "not a local endpoint: the packet leaves the pod's veth already addressed to the backend, and bpf_lxc routes it to the backend's node"
+		p.Egress = "the pod's veth, then the node's route to " + be.Value.Address.String()
+	case local && ep.Value.Flags&EndpointFlagHost == 0:
 		eh.Matched = true
 		eh.Verdict = fmt.Sprintf("local endpoint %d: out through cilium_host, where cil_from_host delivers it to the pod's veth", ep.Value.LxcID)
 		p.Egress = fmt.Sprintf("cilium_host, then endpoint %d's veth (ifindex %d)", ep.Value.LxcID, ep.Value.Ifindex)
-	} else {
+	default:
 		eh.Reason = "not a local endpoint: the node routes the connection out to the backend's node"
 		p.Egress = "the node's route to " + be.Value.Address.String()
 	}

@@ -483,14 +483,9 @@ func (b *builder) binDir() string { return b.cached("bin-" + b.binaryKey) }
 // binaries builds the Go programs and pause into the cache, unless it holds them.
 func (b *builder) binaries(ctx context.Context) error {
 	dir := b.binDir()
-	if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
-		b.say("binaries: cached (%s)", dir)
-		return nil
-	}
 	start := time.Now()
-	tmp := dir + ".part"
-	os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	tmp, cached, err := b.startDir(dir, "binaries")
+	if cached || err != nil {
 		return err
 	}
 	// The project's own build flags (the Makefile's: static, -trimpath), so the Kubernetes packages the
@@ -540,6 +535,27 @@ func (b *builder) binaries(ctx context.Context) error {
 		"-o", filepath.Join(tmp, "pause"), filepath.Join(kube, "build", "pause", "linux", "pause.c")); err != nil {
 		return fmt.Errorf("building pause (needs gcc and a static libc: libc6-dev): %w", err)
 	}
+	if err := b.commitDir(tmp, dir, "bin-"); err != nil {
+		return err
+	}
+	b.say("binaries: built in %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// startDir is the start of a cached directory's build: cached is true when the cache holds dir finished (then
+// said, as what); else tmp is an empty directory to build it in, for commitDir.
+func (b *builder) startDir(dir, what string) (tmp string, cached bool, err error) {
+	if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
+		b.say("%s: cached (%s)", what, dir)
+		return "", true, nil
+	}
+	tmp = dir + ".part"
+	os.RemoveAll(tmp)
+	return tmp, false, os.MkdirAll(tmp, 0o755)
+}
+
+// commitDir makes the finished tmp the cache's dir (marked done), and removes the cache's other prefix* dirs.
+func (b *builder) commitDir(tmp, dir, prefix string) error {
 	if err := os.WriteFile(filepath.Join(tmp, ".done"), nil, 0o644); err != nil {
 		return err
 	}
@@ -547,8 +563,7 @@ func (b *builder) binaries(ctx context.Context) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
 	}
-	b.keepOnly("bin-", dir)
-	b.say("binaries: built in %s", time.Since(start).Round(time.Second))
+	b.keepOnly(prefix, dir)
 	return nil
 }
 
@@ -868,9 +883,17 @@ func lastLine(s string) string {
 
 // aptMirror is the machine's first Debian source (deb822 or one-line), else deb.debian.org.
 func aptMirror() string {
+	if m := aptSource("debian"); m != "" {
+		return m
+	}
+	return "http://deb.debian.org/debian"
+}
+
+// aptSource is the first of the machine's apt sources (deb822 or one-line) whose URL ends in /archive, or "".
+func aptSource(archive string) string {
 	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
 	files = append(files, "/etc/apt/sources.list")
-	re := regexp.MustCompile(`(?m)^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?://\S+/debian)/?\s*$`)
+	re := regexp.MustCompile(`(?m)^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?://\S+/` + regexp.QuoteMeta(archive) + `)/?\s*$`)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -880,7 +903,7 @@ func aptMirror() string {
 			return string(m[1])
 		}
 	}
-	return "http://deb.debian.org/debian"
+	return ""
 }
 
 // unmountUnder lazily unmounts every mount at or below dir, deepest first.

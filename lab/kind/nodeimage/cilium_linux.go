@@ -230,14 +230,9 @@ func (b *builder) customizeCilium(ctx context.Context, dir, security string) err
 
 // ciliumBinaries builds Cilium's programs into dir, unless it holds them.
 func (b *builder) ciliumBinaries(ctx context.Context, src, dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
-		b.say("cilium: binaries cached (%s)", dir)
-		return nil
-	}
 	start := time.Now()
-	tmp := dir + ".part"
-	os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	tmp, cached, err := b.startDir(dir, "cilium: binaries")
+	if cached || err != nil {
 		return err
 	}
 	modfile, err := ciliumModfile(src, b.work)
@@ -286,14 +281,9 @@ func (b *builder) ciliumBinaries(ctx context.Context, src, dir string) error {
 	if err := build("osusergo,"+operatorTag, filepath.Join(tmp, "cilium-operator"+datapath.OperatorSuffix), operatorPackage); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, ".done"), nil, 0o644); err != nil {
+	if err := b.commitDir(tmp, dir, "cilium-bin-"); err != nil {
 		return err
 	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
-	}
-	b.keepOnly("cilium-bin-", dir)
 	b.say("cilium: binaries built in %s", time.Since(start).Round(time.Second))
 	return nil
 }
@@ -408,20 +398,11 @@ func (b *builder) addTree(ctx context.Context, from, ref, dir string, changes []
 	return err
 }
 
-// securityMirror is Debian's security archive matching mirror: the machine's debian-security source, else
-// deb.debian.org's.
+// securityMirror is Debian's security archive matching mirror: the machine's debian-security source, else the
+// mirror's sibling (deb.debian.org's layout).
 func securityMirror(mirror string) string {
-	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
-	files = append(files, "/etc/apt/sources.list")
-	re := regexp.MustCompile(`(?m)^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?://\S+/debian-security)/?\s*$`)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if m := re.FindSubmatch(data); m != nil {
-			return string(m[1])
-		}
+	if m := aptSource("debian-security"); m != "" {
+		return m
 	}
 	if strings.HasSuffix(mirror, "/debian") {
 		return mirror + "-security"
