@@ -137,7 +137,8 @@ type ConnectExpect struct {
 
 // Differs is a dataplane's own expectation E of a check, where dataplanes legitimately differ (Expect, with the
 // Reason the report prints), or a failure known today (Known: why it fails; the check still runs, and passing
-// it is then reported, so the file gets updated).
+// it is then reported, so the file gets updated). A key is a dataplane, or PROVIDER/DATAPLANE for one provider's
+// labs only (see ForDataplane).
 type Differs[E any] struct {
 	Expect *E     `yaml:"expect,omitempty" json:"expect,omitempty"`
 	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
@@ -145,9 +146,14 @@ type Differs[E any] struct {
 }
 
 // ForDataplane is the expectation a check holds dataplane dp to: its own, with the reason, where the scenario
-// gives one, else base; and why it fails there today, where the scenario says it does.
-func ForDataplane[E any](base E, dataplanes map[string]Differs[E], dp string) (want E, reason, known string) {
-	d, ok := dataplanes[dp]
+// gives one, else base; and why it fails there today, where the scenario says it does. On a provider's labs
+// (provider "kind" or "netns"; "" when not known) an entry for PROVIDER/DP (kind/ebpf: real Cilium on kind
+// behaves unlike the netns lab's) comes before the dataplane's own.
+func ForDataplane[E any](base E, dataplanes map[string]Differs[E], provider, dp string) (want E, reason, known string) {
+	d, ok := dataplanes[provider+"/"+dp]
+	if !ok || provider == "" {
+		d, ok = dataplanes[dp]
+	}
 	if !ok {
 		return base, "", ""
 	}

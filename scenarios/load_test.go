@@ -47,6 +47,8 @@ func TestMalformedScenariosAreRefusedWithTheLine(t *testing.T) {
 		{"unknown step field", "- expose: {deployment: web}", "- expose: {deployment: web, nodeport: 30080}", "t.yaml:7: steps.1.expose: additional properties 'nodeport' not allowed"},
 		{"unknown dataplane", "  name: t", "  name: t\nlab:\n  dataplanes: [iptables, cillium]", "t.yaml:6: lab.dataplanes.1: value must be one of 'iptables', 'nftables', 'ipvs', 'ebpf'"},
 		{"dataplane the lab does not run", "    expect: {answered: all}", "    expect: {answered: all}\n    dataplanes:\n      ebpf: {expect: {answered: none}, reason: r}\nlab: {dataplanes: [iptables]}", "t.yaml:8: dataplanes: ebpf: the scenario runs on iptables only"},
+		{"a provider's dataplane the lab does not run", "    expect: {answered: all}", "    expect: {answered: all}\n    dataplanes:\n      kind/ebpf: {expect: {answered: none}, reason: r}\nlab: {dataplanes: [iptables]}", "t.yaml:8: dataplanes: ebpf: the scenario runs on iptables only"},
+		{"unknown provider", "    expect: {answered: all}", "    expect: {answered: all}\n    dataplanes:\n      docker/ebpf: {expect: {answered: none}, reason: r}", "t.yaml:12: steps.2.connect.dataplanes: additional properties 'docker/ebpf' not allowed"},
 		{"bad reference", "${node.worker}", "${node.worker3}", "t.yaml:8: to: ${node.worker3}: the lab's nodes are control-plane, worker, worker2"},
 		{"unknown reference form", "${node.worker}", "${nodes.worker}", "t.yaml:8: to: ${nodes.worker}: want ${client}, ${node.NODE}, ${service.NAME.clusterIP|nodePort|port} or ${pod.DEPLOYMENT@NODE}"},
 		{"reference to no Service", "${service.web.nodePort}", "${service.webb.nodePort}", "t.yaml:8: to: ${service.webb.nodePort}: no step makes a Service webb"},
@@ -69,5 +71,25 @@ func TestMalformedScenariosAreRefusedWithTheLine(t *testing.T) {
 				t.Errorf("error:\n got %s\nwant %s\n(all: %v)", first, c.want, err)
 			}
 		})
+	}
+}
+
+// A PROVIDER/DATAPLANE entry holds on that provider's labs only, before the dataplane's own.
+func TestForDataplaneProvider(t *testing.T) {
+	e := func(s string) *string { return &s }
+	m := map[string]scenarios.Differs[string]{
+		"ebpf":      {Known: "the netns lab drops"},
+		"kind/ebpf": {Expect: e("rejected"), Reason: "Cilium's default answers"},
+	}
+	for _, c := range []struct{ provider, dp, want, reason, known string }{
+		{"kind", "ebpf", "rejected", "Cilium's default answers", ""},
+		{"netns", "ebpf", "base", "", "the netns lab drops"},
+		{"", "ebpf", "base", "", "the netns lab drops"},
+		{"kind", "iptables", "base", "", ""},
+	} {
+		want, reason, known := scenarios.ForDataplane("base", m, c.provider, c.dp)
+		if want != c.want || reason != c.reason || known != c.known {
+			t.Errorf("%s/%s: got %q %q %q", c.provider, c.dp, want, reason, known)
+		}
 	}
 }

@@ -232,12 +232,19 @@ func (s *Scenario) validate() []error {
 		}
 	}
 	checkDataplanes := func(line int, keys []string, knownAlone func(dp string) bool) {
-		for _, d := range keys {
+		for _, key := range keys {
+			d := key
+			if p, dp, ok := strings.Cut(key, "/"); ok {
+				if p != "kind" && p != "netns" {
+					bad(line, "dataplanes: %s: a provider's entry is kind/DATAPLANE or netns/DATAPLANE", key)
+				}
+				d = dp
+			}
 			if !slices.Contains(dataplanes, d) {
 				bad(line, "dataplanes: %s: the scenario runs on %s only", d, strings.Join(dataplanes, ", "))
 			}
-			if !knownAlone(d) {
-				bad(line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", d)
+			if !knownAlone(key) {
+				bad(line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", key)
 			}
 		}
 	}

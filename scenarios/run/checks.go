@@ -562,7 +562,7 @@ func (c *cellRun) expected(ctx context.Context, set *scenarios.PodSet, service, 
 }
 
 func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *Check) error {
-	want, differs, known := scenarios.ForDataplane(cc.Expect, cc.Dataplanes, c.dp)
+	want, differs, known := scenarios.ForDataplane(cc.Expect, cc.Dataplanes, c.o.Provider, c.dp)
 	ch.Differs, ch.KnownFailure = differs, known
 	to, err := c.labs.expand(ctx, cc.To)
 	if err != nil {
@@ -620,7 +620,7 @@ func (c *cellRun) checkConnect(ctx context.Context, cc *scenarios.Connect, ch *C
 }
 
 func (c *cellRun) checkTrace(ctx context.Context, tc *scenarios.TraceCheck, ch *Check) error {
-	want, differs, known := scenarios.ForDataplane(tc.Expect, tc.Dataplanes, c.dp)
+	want, differs, known := scenarios.ForDataplane(tc.Expect, tc.Dataplanes, c.o.Provider, c.dp)
 	ch.Differs, ch.KnownFailure = differs, known
 	dst, err := c.labs.expand(ctx, tc.Dst)
 	if err != nil {
