@@ -450,8 +450,11 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		// The engine knows where its program took the packet (a pod's own veth, on an ebpf node), which the
 		// route to the source need not say.
 		if len(t.Paths) > 0 && len(t.Paths[0].Hops) > 0 {
-			if dev, ok := strings.CutPrefix(t.Paths[0].Hops[0].Hook, "tcx ingress "); ok {
+			hook := t.Paths[0].Hops[0].Hook
+			if dev, ok := strings.CutPrefix(hook, "tcx ingress "); ok {
 				t.Packet.InIface = dev
+			} else if strings.HasPrefix(hook, "cgroup ") {
+				t.Packet.InIface = "" // the socket LB takes a connect(), before any packet reaches an interface
 			}
 		}
 		t.Notes = append(t.Notes, leavesForNode(s, t.Paths, flow)...)
