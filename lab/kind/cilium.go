@@ -106,8 +106,8 @@ func (p *Provider) prepareCilium(ctx context.Context, ns []nodes.Node, src *Cili
 		if other, ok := seen[id]; ok {
 			fmt.Fprintf(progress, "Note: %s and %s share one cgroup namespace (%s).\n", other, n, id)
 			fmt.Fprintln(progress, "      Cilium's socket LB would attach to its root and translate every node's connections with")
-			fmt.Fprintln(progress, "      one node's maps: it is off, and Services are load-balanced per packet (Cilium's kind guide")
-			fmt.Fprintln(progress, "      asks for private cgroup namespaces).")
+			fmt.Fprintln(progress, "      one node's maps: it is off, and pods' Services are balanced per packet in bpf_lxc (Cilium's")
+			fmt.Fprintln(progress, "      kind guide asks for private cgroup namespaces).")
 			src.SharedCgroupNamespace = true
 			break
 		}
