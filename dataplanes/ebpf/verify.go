@@ -9,6 +9,12 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
+// noServiceReplyDiscarded is why a client on the same host as the node does not take Cilium's no-backend ICMP
+// reply (measured on kind, and on the netns lab: datapath.Defines).
+const noServiceReplyDiscarded = " (Cilium writes the reply over the SYN itself, which left a sender on this host" +
+	" with its checksum still to do: the reply keeps that pending checksum's offset, now past its end, and the IP" +
+	" layer discards it; a client across a real NIC is refused at once)"
+
 // Records: every hop of the walk is a map lookup or a program, none of which the kernel's rule trace reports;
 // Check compares the walk with the conntrack entry the datapath wrote instead.
 func (Engine) Records(trace.Hop) bool { return true }
@@ -64,9 +70,15 @@ func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow
 		// Predicted not to be load-balanced (dropped, or passed to the node's stack): the datapath must have
 		// written no service entry, and the connection must end as the path says.
 		v.Path = 0
-		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[0]), Kernel: "(no conntrack service entry)", Agree: true})
+		kernel := "(no conntrack service entry)"
+		if conn.Unreachable != "" {
+			kernel = conn.Unreachable // the datapath's own answer, seen where the client is
+		}
+		v.Rows = append(v.Rows, trace.Row{Predicted: trace.PredictedEndpoint(pred.Paths[0]), Kernel: kernel, Agree: true})
 		if m := trace.OutcomeMismatch(pred.Paths[0], conn); m != "" {
 			v.Reasons = append(v.Reasons, m)
+		} else if trace.UnrefusedRejection(pred.Paths[0], conn) {
+			v.Outcome = trace.UnreachableOutcome(conn) + noServiceReplyDiscarded
 		}
 	case len(v.Kernel) == 0:
 		v.Reasons = append(v.Reasons, fmt.Sprintf("the datapath wrote no conntrack service entry for %s:%d -> %s", flow.Src, flow.Sport, pred.Packet.Dst))

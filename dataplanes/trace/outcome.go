@@ -42,11 +42,13 @@ func OutcomeMismatch(p Path, c Connection) string {
 			return fmt.Sprintf("the path says the pod sees source %s; it saw %s", p.SNAT, seen)
 		}
 	case Rejected:
-		if c.Answered || !strings.Contains(c.Error, "refused") {
+		// The node's ICMP error seen at the client's interfaces is the rejection, whether or not the client's
+		// IP layer then took it (UnreachableOutcome).
+		if c.Answered || !strings.Contains(c.Error, "refused") && c.Unreachable == "" {
 			return fmt.Sprintf("the path rejects the packet; the connection: %s", describe(c))
 		}
 	case Dropped:
-		if c.Answered || strings.Contains(c.Error, "refused") {
+		if c.Answered || strings.Contains(c.Error, "refused") || c.Unreachable != "" {
 			return fmt.Sprintf("the path drops the packet; the connection: %s", describe(c))
 		}
 	case Local:
@@ -68,9 +70,23 @@ func RefusedOutcome(p Path) string {
 	return fmt.Sprintf("the rules agree; the endpoint refused the connection: nothing listens on %s (the Service's targetPort)?", p.Endpoint.Addr())
 }
 
+// UnrefusedRejection says whether the path's rejection reached the client's interfaces as an ICMP error but
+// the connection was not refused: it timed out, the client's IP layer having not taken the error.
+func UnrefusedRejection(p Path, c Connection) bool {
+	return p.Verdict == Rejected && !c.Answered && c.Unreachable != "" && !strings.Contains(c.Error, "refused")
+}
+
+// UnreachableOutcome is what Verification.Outcome says when the rules agree and UnrefusedRejection holds.
+func UnreachableOutcome(c Connection) string {
+	return fmt.Sprintf("the node's %s reached the client, yet the connection timed out: the client's IP layer did not take it", c.Unreachable)
+}
+
 func describe(c Connection) string {
 	if c.Answered {
 		return "answered by " + c.Pod
+	}
+	if c.Unreachable != "" {
+		return c.Error + " (" + c.Unreachable + " arrived)"
 	}
 	return c.Error
 }

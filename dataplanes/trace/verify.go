@@ -28,7 +28,8 @@ type Verification struct {
 	Result  string   `json:"result"`
 	Reasons []string `json:"reasons,omitempty"`
 	// Outcome says, when the result is "agree", what became of the connection beyond the rules, when that is
-	// not an answer: the endpoint refused it (RefusedOutcome).
+	// not an answer: the endpoint refused it (RefusedOutcome), or the node's ICMP error reached the client but
+	// the connection timed out (UnreachableOutcome).
 	Outcome string `json:"outcome,omitempty"`
 }
 
@@ -45,6 +46,10 @@ type Connection struct {
 	Pod      string `json:"pod,omitempty"`
 	Client   string `json:"client,omitempty"` // the source address the pod saw
 	Error    string `json:"error,omitempty"`
+	// Unreachable is the ICMP destination unreachable for the failed connection that reached the client's
+	// interfaces ("ICMP port unreachable from 172.18.0.4 on br-1"), seen before its IP layer, which may not
+	// have taken it: the connection then timed out rather than being refused.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // Conclude fills in Outcome once Result is known.
@@ -52,7 +57,12 @@ func (v *Verification) Conclude() {
 	if v.Result != "agree" || v.Prediction == nil || v.Path < 0 || v.Path >= len(v.Prediction.Paths) {
 		return
 	}
-	if p := v.Prediction.Paths[v.Path]; RefusedBeyond(p, v.Connection) {
+	switch p := v.Prediction.Paths[v.Path]; {
+	case v.Outcome != "":
+		// The engine's Check said it already, with the engine's reason.
+	case RefusedBeyond(p, v.Connection):
 		v.Outcome = RefusedOutcome(p)
+	case UnrefusedRejection(p, v.Connection):
+		v.Outcome = UnreachableOutcome(v.Connection)
 	}
 }

@@ -3,6 +3,7 @@ package nodecmd
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,8 @@ import (
 )
 
 // connect: one HTTP request to --dst from source port --sport; stdout is a trace.Connection as JSON (whether it
-// was answered, which pod answered and the client address that pod saw, or the error).
+// was answered, which pod answered and the client address that pod saw, or the error and the ICMP error that
+// reached this namespace's interfaces for it, if one did).
 
 // ConnectArgv is the command line of one request to dst from source port sport (exe: k8sguide's path where it
 // runs).
@@ -44,10 +46,15 @@ func connectCommand(streams lab.Streams) *cobra.Command {
 		Use:  "connect",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			done := func() string { return "" }
+			if ap, err := netip.ParseAddrPort(dst); err == nil && sport >= 0 && sport <= 65535 {
+				done = watchUnreachable(ap, uint16(sport))
+			}
 			pod, client, err := podserver.Get(cmd.Context(), dst, sport)
+			unreachable := done()
 			c := trace.Connection{Answered: err == nil, Pod: pod, Client: client}
 			if err != nil {
-				c.Error = err.Error()
+				c.Error, c.Unreachable = err.Error(), unreachable
 			}
 			return json.NewEncoder(streams.Out).Encode(c)
 		},

@@ -166,9 +166,10 @@ func Defines(o Options) []string {
 		// and a bridge's local sockets, and a veth passes the packet on as it is), and the ICMP reply, made
 		// from it in place, reaches the client's IP layer in that state: with `ethtool -K br0 tx off` in the
 		// client's namespace the same reply is accepted and connect() is refused at once (measured). A client
-		// on another machine sends with the checksum done, so a real NIC never shows this; kind's Docker host
-		// is veth-attached as this lab is (not measured). Without the define the datapath drops, which is what
-		// a client here sees either way, and what the trace then says.
+		// on another machine sends with the checksum done, so a real NIC never shows this; a client on kind's
+		// Docker host loses real Cilium's reply the same way (measured; trace --verify now sees the reply
+		// arrive, lab/nodecmd's watchUnreachable). Without the define the datapath drops, which is what a
+		// client here sees either way, and what the trace then says.
 		// (Cilium 1.18 also needed -DENABLE_SERVICE_PROTOCOL_DIFFERENTIATION; in 1.20 service keys always
 		// carry the protocol and the define is gone. ENABLE_HOST_ROUTING and ENABLE_SESSION_AFFINITY are gone
 		// too: enable_bpf_host_routing is a load-time constant and affinity is always compiled in.)

@@ -1,0 +1,43 @@
+package nodecmd
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// ciliumNoService is the IP packet of real Cilium 1.20.2's no-backend reply on a kind lab (tcpdump -xx on the
+// Docker host's bridge port of node 172.18.0.4, after `curl 172.18.0.4:32003` from source port 45679 with the
+// Service scaled to 0): the reply quotes the SYN's IP header and first 8 bytes, and the frame goes on with 32
+// more bytes of the SYN that Cilium could not trim, past the IP total length (56).
+const ciliumNoService = "45000038000000004001229cac120004ac1200010303b3ae00000000" +
+	"4500003ced6d40004006f524ac120001ac120004b26f7d03d5f543e5" +
+	"00000000a002faf058580000020405b40402080ac186d4f600000000010303 0a"
+
+func TestUnreachableFor(t *testing.T) {
+	pkt, err := hex.DecodeString(strings.ReplaceAll(ciliumNoService, " ", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.MustParseAddrPort("172.18.0.4:32003")
+	for _, c := range []struct {
+		pkt   []byte
+		dst   netip.AddrPort
+		sport uint16
+		want  string
+	}{
+		{pkt, dst, 45679, "ICMP port unreachable from 172.18.0.4"},
+		{pkt, dst, 0, "ICMP port unreachable from 172.18.0.4"},
+		{pkt, dst, 45680, ""},
+		{pkt, netip.MustParseAddrPort("172.18.0.4:32004"), 45679, ""},
+		{pkt, netip.MustParseAddrPort("172.18.0.3:32003"), 45679, ""},
+		{pkt[:40], dst, 45679, ""},                         // cut inside the quoted header
+		{pkt[:20], dst, 45679, ""},                         // no ICMP at all
+		{append([]byte{0x60}, pkt[1:]...), dst, 45679, ""}, // not IPv4
+	} {
+		if got := unreachableFor(c.pkt, c.dst, c.sport); got != c.want {
+			t.Errorf("unreachableFor(%d bytes, %s, %d) = %q, want %q", len(c.pkt), c.dst, c.sport, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package nodecmd
+
+import "net/netip"
+
+// watchUnreachable needs a Linux packet socket; elsewhere it watches nothing.
+func watchUnreachable(netip.AddrPort, uint16) func() string { return func() string { return "" } }
