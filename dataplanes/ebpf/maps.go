@@ -30,6 +30,9 @@ const (
 	// MapIPCache maps every address the node knows to its security identity: the socket LB's wildcard lookup
 	// asks it whether an address is a node's (lookup_ip4_remote_endpoint).
 	MapIPCache = "cilium_ipcache_v2"
+	// MapCalls is the prefix of a program's tail-call array (cilium_calls_hostns_…, cilium_calls_netdev_…): the
+	// walk names it where a tail call decides.
+	MapCalls = "cilium_calls"
 	// MapSockRevNAT is bpf_sock's: for each socket the socket LB connected to a backend, the frontend it asked
 	// for (read back by getpeername and recvmsg; deleted when the socket is released).
 	MapSockRevNAT = "cilium_lb4_reverse_sk"

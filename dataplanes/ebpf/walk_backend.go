@@ -450,11 +450,15 @@ func (w *walker) noService(b branch, svc ServiceEntry, why string) {
 		w.drop(b, "DROP_NO_SERVICE")
 		return
 	}
-	why += "; tail call CILIUM_CALL_IPV4_NO_SERVICE answers with ICMP port unreachable"
-	if !known {
-		why += " (assumed: the agent's default --service-no-backend-response=reject; the program's tail calls were not read)"
-	}
 	addReason(last, why)
-	last.Verdict = "reject (ICMP port unreachable)"
-	w.finish(b, trace.Rejected, last, trace.Path{})
+	// Its own hop, so that a reader sees the reply's program and what it sends, not only the lookup before it.
+	h := w.hop(MapCalls, "tail_no_service_ipv4", fmt.Sprintf("tail call CILIUM_CALL_IPV4_NO_SERVICE (%d)", callNoService))
+	h.Matched = true
+	h.Reason = "DROP_NO_SERVICE from lb4_local: generate_icmp4_reply turns the packet into an ICMP port unreachable to its source (the SYN's first 8 bytes quoted) and sent back out the interface it came in on (redirect_self)"
+	if !known {
+		h.Reason += "; assumed: the agent's default --service-no-backend-response=reject (the program's tail calls were not read)"
+	}
+	h.Verdict = "reject (ICMP port unreachable)"
+	b = b.with(h)
+	w.finish(b, trace.Rejected, &b.hops[len(b.hops)-1], trace.Path{})
 }
