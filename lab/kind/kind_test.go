@@ -243,6 +243,11 @@ func acceptedByKind(t *testing.T, rt Runtime, d dataplanes.Name, log string) {
 }
 
 // fakeProvider is the provider on a fake runtime and a fake apiserver.
+// installer is a CiliumInstaller whose chart is at hand and whose install is install.
+func installer(install CiliumInstall) CiliumInstaller {
+	return func(context.Context, CiliumSource, io.Writer) (CiliumInstall, error) { return install, nil }
+}
+
 func fakeProvider(t *testing.T) (*Provider, *fakeRuntime, *fake.Clientset) {
 	rt := newFakeRuntime()
 	cs := fake.NewClientset()
@@ -460,12 +465,12 @@ func TestCreate(t *testing.T) {
 	t.Run("ebpf", func(t *testing.T) {
 		p, rt, cs := fakeProvider(t)
 		var sawKubeconfig string
-		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
+		p.Cilium = installer(func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
 			data, err := os.ReadFile(kubeconfig)
 			sawKubeconfig = string(data)
 			addNodes(t, cs, rt, cfg.Name, dataplanes.EBPF)
 			return err
-		}
+		})
 		if err := p.Create(ctx, config(dataplanes.EBPF, nil), io.Discard); err != nil {
 			t.Fatal(err)
 		}
@@ -488,11 +493,11 @@ func TestCreate(t *testing.T) {
 			n.files["/proc/1/ns/cgroup"] = []byte("cgroup:[4026531835]")
 		}
 		var got CiliumSource
-		p.Cilium = func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
+		p.Cilium = installer(func(ctx context.Context, kubeconfig string, cfg lab.Config, src CiliumSource, progress io.Writer) error {
 			got = src
 			addNodes(t, cs, rt, cfg.Name, dataplanes.EBPF)
 			return nil
-		}
+		})
 		var progress bytes.Buffer
 		if err := p.Create(ctx, config(dataplanes.EBPF, nil), &progress); err != nil {
 			t.Fatal(err)
@@ -518,9 +523,9 @@ func TestCreate(t *testing.T) {
 	t.Run("cilium not ready", func(t *testing.T) {
 		for _, retain := range []bool{false, true} {
 			p, rt, _ := fakeProvider(t)
-			p.Cilium = func(context.Context, string, lab.Config, CiliumSource, io.Writer) error {
+			p.Cilium = installer(func(context.Context, string, lab.Config, CiliumSource, io.Writer) error {
 				return errors.New("waited 5m0s for Cilium to be ready: daemonset cilium: 1 of 3 ready")
-			}
+			})
 			err := p.Create(ctx, config(dataplanes.EBPF, func(c *lab.Config) { c.Retain = retain }), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), "for Cilium to be ready") {
 				t.Fatalf("got %v", err)
@@ -528,6 +533,20 @@ func TestCreate(t *testing.T) {
 			if kept := len(rt.clusters) == 1; kept != retain {
 				t.Errorf("retain %v: cluster kept %v (deleted %v)", retain, kept, rt.deleted)
 			}
+		}
+	})
+	t.Run("no chart", func(t *testing.T) {
+		// Cilium's chart is fetched before the cluster is made: a registry that does not answer costs none.
+		p, rt, _ := fakeProvider(t)
+		p.Cilium = func(context.Context, CiliumSource, io.Writer) (CiliumInstall, error) {
+			return nil, errors.New("pulling Cilium chart oci://quay.io/cilium/charts/cilium:1.20.2: no network")
+		}
+		err := p.Create(ctx, config(dataplanes.EBPF, nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "pulling Cilium chart") {
+			t.Fatalf("got %v", err)
+		}
+		if len(rt.clusters) != 0 || len(rt.deleted) != 0 {
+			t.Errorf("clusters %v, deleted %v: want none made", rt.clusters, rt.deleted)
 		}
 	})
 	t.Run("interrupted", func(t *testing.T) {

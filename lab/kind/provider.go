@@ -34,8 +34,13 @@ import (
 // ProviderName is the name of this provider.
 const ProviderName = "kind"
 
-// CiliumInstaller installs Cilium from src into a fresh cluster and waits for its agents (dataplanes/ebpf/chart).
-type CiliumInstaller func(ctx context.Context, kubeconfigPath string, cfg lab.Config, src CiliumSource, progress io.Writer) error
+// CiliumInstaller readies Cilium's chart for src before the cluster is made, so that a registry that does not
+// answer costs no cluster, and returns what installs it into the fresh cluster and waits for its agents
+// (dataplanes/ebpf/chart). The install is handed src again: the nodes have by then told what they cannot grant.
+type CiliumInstaller func(ctx context.Context, src CiliumSource, progress io.Writer) (CiliumInstall, error)
+
+// CiliumInstall installs Cilium from src into the cluster of kubeconfigPath and waits for its agents.
+type CiliumInstall func(ctx context.Context, kubeconfigPath string, cfg lab.Config, src CiliumSource, progress io.Writer) error
 
 // Provider builds labs as kind clusters.
 type Provider struct {
@@ -118,8 +123,15 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		fmt.Fprintf(progress, "Note: %s\n", warning)
 	}
 	var cilium CiliumSource
+	var installCilium CiliumInstall
 	if cfg.Dataplane == dataplanes.EBPF {
+		if p.Cilium == nil {
+			return errors.New("this build cannot install Cilium")
+		}
 		if cilium, err = FindCiliumSource(ctx, p.Runtime); err != nil {
+			return err
+		}
+		if installCilium, err = p.Cilium(ctx, cilium, progress); err != nil {
 			return err
 		}
 	}
@@ -181,9 +193,6 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
-		if p.Cilium == nil {
-			return errors.New("this build cannot install Cilium")
-		}
 		// Helm reads a kubeconfig file: give it the cluster's own, whatever the user's file holds.
 		f, ferr := os.CreateTemp("", "k8sguide-kubeconfig-*")
 		if ferr != nil {
@@ -203,7 +212,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if err = p.prepareCilium(ctx, ns, &cilium, progress); err != nil {
 			return err
 		}
-		if err = p.Cilium(ctx, f.Name(), cfg, cilium, progress); err != nil {
+		if err = installCilium(ctx, f.Name(), cfg, cilium, progress); err != nil {
 			return err
 		}
 	}

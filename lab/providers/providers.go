@@ -68,8 +68,14 @@ func New(name string) (lab.Provider, error) {
 }
 
 // installCilium is the ebpf dataplane on kind: Cilium's chart, the release the netns engine compiles, from src.
-func installCilium(ctx context.Context, kubeconfig string, cfg lab.Config, src kind.CiliumSource, progress io.Writer) error {
-	return chart.Install(ctx, kubeconfig, CiliumOptions(cfg, src), CiliumTimeout, progress)
+func installCilium(ctx context.Context, src kind.CiliumSource, progress io.Writer) (kind.CiliumInstall, error) {
+	ch, err := chart.Fetch(ctx, chart.Options{Local: src.Local}, progress)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, kubeconfig string, cfg lab.Config, src kind.CiliumSource, progress io.Writer) error {
+		return chart.InstallChart(ctx, kubeconfig, ch, CiliumOptions(cfg, src), CiliumTimeout, progress)
+	}, nil
 }
 
 // CiliumOptions are the chart options for a lab.

@@ -50,6 +50,41 @@ var pollInterval = 2 * time.Second
 // whole call; progress goes to log (nil: discarded). Errors are one line; when the wait times out the
 // error is "waited <timeout> for Cilium to be ready: <what is not ready>".
 func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time.Duration, log io.Writer) error {
+	return install(ctx, kubeconfigPath, nil, o, timeout, log)
+}
+
+// InstallChart is Install with a chart Fetch returned: a kind lab fetches it before it makes the cluster, so
+// that a registry that does not answer costs no cluster.
+func InstallChart(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o Options, timeout time.Duration, log io.Writer) error {
+	return install(ctx, kubeconfigPath, ch, o, timeout, log)
+}
+
+// Fetch is the chart Install installs for o: Cilium's own source (o.Local) or ChartRepo's at Version().
+func Fetch(ctx context.Context, o Options, log io.Writer) (*helmchart.Chart, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	if o.Local {
+		dir, err := SourceChartDir()
+		if err != nil {
+			return nil, fmt.Errorf("installing Cilium: %v", err)
+		}
+		fmt.Fprintf(log, "Chart: Cilium's own source, github.com/cilium/cilium@%s/install/kubernetes/cilium\n", datapath.CiliumVersion)
+		ch, err := LoadChart(dir)
+		if err != nil {
+			return nil, fmt.Errorf("installing Cilium: %v", err)
+		}
+		return ch, nil
+	}
+	fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
+	ch, err := pullChart(ctx, chartRef())
+	if err != nil {
+		return nil, fmt.Errorf("pulling Cilium chart %s:%s: %s (without a registry: make cilium-images, then up again)", ChartRepo, Version(), oneLine(err))
+	}
+	return ch, nil
+}
+
+func install(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o Options, timeout time.Duration, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
 	}
@@ -87,20 +122,9 @@ func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time
 		return fmt.Errorf("installing Cilium: kubeconfig %s: %s", kubeconfigLabel(kubeconfigPath), oneLine(err))
 	}
 
-	var ch *helmchart.Chart
-	if o.Local {
-		dir, err := SourceChartDir()
-		if err != nil {
-			return fmt.Errorf("installing Cilium: %v", err)
-		}
-		fmt.Fprintf(log, "Chart: Cilium's own source, github.com/cilium/cilium@%s/install/kubernetes/cilium\n", datapath.CiliumVersion)
-		if ch, err = LoadChart(dir); err != nil {
-			return fmt.Errorf("installing Cilium: %v", err)
-		}
-	} else {
-		fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
-		if ch, err = pullChart(ctx, chartRef()); err != nil {
-			return fmt.Errorf("pulling Cilium chart %s:%s: %s (without a registry: make cilium-images, then up again)", ChartRepo, Version(), oneLine(err))
+	if ch == nil {
+		if ch, err = Fetch(ctx, o, log); err != nil {
+			return err
 		}
 	}
 
