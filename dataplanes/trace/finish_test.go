@@ -42,3 +42,36 @@ func TestRefusedByTheEndpointAgrees(t *testing.T) {
 		t.Error("a timed-out connection on a delivering path is no mismatch")
 	}
 }
+
+// A rejection whose ICMP error reached the client's interfaces agrees with a rejecting path even when the
+// connection timed out (real Cilium's reply on kind, which the client's IP layer discards); a dropping path does
+// not, and a rejecting path with neither a refusal nor an ICMP error seen still disagrees.
+func TestRejectionSeenAtTheClient(t *testing.T) {
+	reject := Path{Probability: 1, Verdict: Rejected}
+	drop := Path{Probability: 1, Verdict: Dropped}
+	timedOut := Connection{Error: "dial tcp4 :40000->172.18.0.4:32003: i/o timeout"}
+	seen := timedOut
+	seen.Unreachable = "ICMP port unreachable from 172.18.0.4 on veth1"
+	if m := OutcomeMismatch(reject, seen); m != "" {
+		t.Errorf("rejecting path, ICMP seen: mismatch %q", m)
+	}
+	if m := OutcomeMismatch(reject, timedOut); m == "" {
+		t.Error("rejecting path, nothing seen and a timeout: no mismatch")
+	}
+	if m := OutcomeMismatch(drop, seen); m == "" {
+		t.Error("dropping path, an ICMP error seen: no mismatch")
+	}
+	if m := OutcomeMismatch(drop, timedOut); m != "" {
+		t.Errorf("dropping path, a timeout: mismatch %q", m)
+	}
+	v := &Verification{Prediction: &Trace{Paths: []Path{reject}}, Path: 0, Connection: seen, Result: "agree"}
+	v.Conclude()
+	if want := "the node's ICMP port unreachable from 172.18.0.4 on veth1 reached the client, yet the connection timed out: the client's IP layer did not take it"; v.Outcome != want {
+		t.Errorf("outcome %q, want %q", v.Outcome, want)
+	}
+	refused := Connection{Error: "connect: connection refused", Unreachable: seen.Unreachable}
+	v = &Verification{Prediction: &Trace{Paths: []Path{reject}}, Path: 0, Connection: refused, Result: "agree"}
+	if v.Conclude(); v.Outcome != "" {
+		t.Errorf("a refused connection's outcome %q, want none (the rejection did what it says)", v.Outcome)
+	}
+}
