@@ -24,7 +24,7 @@ NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t 
 endif
 
 .PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures \
-	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool cilium-images test-kind
+	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool cilium-images test-kind random-agreement
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
 # the guide's own requests, ipset for kube-proxy's IPVS mode.
@@ -147,7 +147,7 @@ test: $(TEST_DEPS)
 # namespace, when make kind-engine started it), JUnit in junit-scenarios-kind.xml.
 SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
 JUNIT ?= junit-scenarios.xml
-KIND_DATAPLANES ?= iptables,nftables
+KIND_DATAPLANES ?= iptables,nftables,ebpf
 ifeq ($(PROVIDER),kind)
 scenarios: build kind-image-tool $(if $(KIND_EXEC),kind-engine-tools) $(if $(findstring ebpf,$(KIND_DATAPLANES)),cilium-images)
 	$(KIND_EXEC) $(K8SGUIDE) scenario run --provider kind --image $${KIND_IMAGE:-$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1)} \
@@ -198,7 +198,7 @@ cilium-images: kind-image-tool
 # The kind tests on real kind clusters (internal/kindtest): up, deploy, nodeport on every node, trace --verify,
 # compare with a netns lab, down, with nothing left and the root namespace untouched, for KIND_TEST_DATAPLANES.
 # They need an engine (make kind-engine here) and build the offline image first, and Cilium's images for ebpf.
-KIND_TEST_DATAPLANES ?= iptables,nftables
+KIND_TEST_DATAPLANES ?= iptables,nftables,ebpf
 test-kind: kind-image $(if $(findstring ebpf,$(KIND_TEST_DATAPLANES)),cilium-images)
 	$(KIND_DOCKER_HOST) K8SGUIDE_KIND_IMAGE=$$($(KIND_DOCKER_HOST) bin/k8sguide-kind-image | tail -1) \
 	  K8SGUIDE_KIND_DATAPLANES=$(KIND_TEST_DATAPLANES) go test -count=1 -timeout 60m -v -run '^TestKind' ./internal/kindtest/
@@ -210,6 +210,12 @@ KIND_DOCKER_HOST := $(if $(wildcard $(KIND_ENGINE_STATE)),$(if $(DOCKER_HOST),,D
 pictures:
 	mkdir -p docs/images
 	K8SGUIDE_SCREENSHOTS=$(abspath docs/images) go test -count=1 -run 'TestPictureInChromium/(iptables|ebpf)-nodeport$$' ./inspect/render/
+
+# A longer campaign of the randomized agreement test (random Services and flows, each traced and verified
+# against the kernel, on fresh netns labs per engine; make test runs 100 per engine, half that on ebpf).
+RANDOM_CASES ?= 1000
+random-agreement: build
+	K8SGUIDE_RANDOM_CASES=$(RANDOM_CASES) go test -count=1 -timeout 0 -v -run '^TestRandomizedAgreement$$' ./inspect/tracer/
 
 # Figures, not pass/fail: up time per dataplane, deploy+nodeport time, the deploy of 1,000 and 5,000 Services
 # through the apiserver (with the proxy's sync time and the control plane's memory), and snapshot+trace against
