@@ -454,11 +454,12 @@ func (w *walker) noService(b branch, svc ServiceEntry, why string) {
 	// Its own hop, so that a reader sees the reply's program and what it sends, not only the lookup before it.
 	h := w.hop(MapCalls, "tail_no_service_ipv4", fmt.Sprintf("tail call CILIUM_CALL_IPV4_NO_SERVICE (%d)", callNoService))
 	h.Matched = true
-	h.Reason = "DROP_NO_SERVICE from lb4_local: generate_icmp4_reply turns the packet into an ICMP port unreachable to its source (the SYN's first 8 bytes quoted) and sent back out the interface it came in on (redirect_self)"
+	h.Reason = "DROP_NO_SERVICE from lb4_local: generate_icmp4_reply turns the packet into an ICMP port unreachable to its source (quoting the SYN's IP header and first 8 bytes) and redirect_self sends it back out the interface it came in on"
 	if !known {
 		h.Reason += "; assumed: the agent's default --service-no-backend-response=reject (the program's tail calls were not read)"
 	}
 	h.Verdict = "reject (ICMP port unreachable)"
+	w.note("the ICMP reply is written over the SYN itself: a client on the node's own Linux host (kind's Docker host, another kind node) sent the SYN with its checksum offload pending, and discards the reply, so it times out instead of being refused; across a real NIC it is refused at once (measured on kind)")
 	b = b.with(h)
 	w.finish(b, trace.Rejected, &b.hops[len(b.hops)-1], trace.Path{})
 }
