@@ -47,10 +47,49 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req tracer.R
 		bindFailed := strings.Contains(v.Connection.Error, "address already in use")
 		_, monitored := monitorOf(v.Prediction)
 		missedByMonitor := v.Connection.Answered && len(tracer.RuleEvents(v.Kernel)) == 0 && monitored
-		if !bindFailed && !missedByMonitor {
+		if !bindFailed && !missedByMonitor && !(v.Result == "disagree" && rulesMoved(ctx, p, name, node, req, v.Prediction)) {
 			return v, nil
 		}
 	}
+}
+
+// rulesMoved says whether the node's rules changed while a verification ran: a new prediction, for a fresh
+// source port (the real connection has left conntrack state for its own), walks other rules or ends otherwise.
+// The proxy syncing a change between the prediction and the packet (a Service created a moment before, whose
+// endpoints it had not yet written) is then not reported as the tracer's error: the verification is made
+// again. Asked only of a disagreement, so an agreeing verification costs nothing more.
+//
+// Netfilter's engines only: their walk depends on the rules and the flow's addresses, not its source port; an
+// IPVS prediction moves with the scheduler's counters and a Maglev one with the port, so for them a new
+// prediction would always look moved.
+func rulesMoved(ctx context.Context, p lab.Provider, name, node string, req tracer.Request, before *trace.Trace) bool {
+	if d := dataplanes.Name(before.Dataplane); d != dataplanes.IPTables && d != dataplanes.NFTables {
+		return false
+	}
+	snap, err := Snapshot(ctx, p, name, node)
+	if err != nil {
+		return false
+	}
+	req, _, err = verifySource(req, name, node)
+	if err != nil {
+		return false
+	}
+	now, err := tracer.Trace(snap, req)
+	return err == nil && pathsShape(now) != pathsShape(before)
+}
+
+// pathsShape is what of a prediction's paths depends on the rules alone: each path's verdict and endpoint, and
+// the rules it visits.
+func pathsShape(t *trace.Trace) string {
+	var b strings.Builder
+	for _, p := range t.Paths {
+		fmt.Fprintf(&b, "%s %s:", p.Verdict, trace.PredictedEndpoint(p))
+		for _, h := range p.Hops {
+			fmt.Fprintf(&b, " %s/%s#%d %t %s;", h.Table, h.Chain, h.Rule, h.Matched, h.Verdict)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func verifyOnce(ctx context.Context, p lab.Provider, name, node string, req tracer.Request) (v *trace.Verification, err error) {
