@@ -116,6 +116,8 @@ func ebpfNote(t *trace.Trace) string {
 			case strings.Contains(fn, "lb4_select_backend_id"):
 				f, _, _ := strings.Cut(fn, " → ")
 				add(f)
+			case strings.HasPrefix(fn, "sock_select_slot"):
+				add("sock_select_slot") // the socket LB's choice, at connect()
 			case strings.HasSuffix(fn, "lb4_dnat_request"):
 				// lb4_dnat_request rewrites the packet with lb4_xlate (bpf/lib/lb.h).
 				add("lb4_xlate")

@@ -80,6 +80,9 @@ func guide(r *reader, s Stage) string {
 			if has("established") {
 				return "The flow's conntrack entry already names the backend: no new choice."
 			}
+			if has("sock_select_slot") {
+				return "In place of the guide's statistic rules, the socket LB's sock_select_slot picks a backend slot at random when the socket connects, 1/N each."
+			}
 			return "In place of the guide's statistic rules, lb4_select_backend_id_random picks a backend slot at random, 1/N each."
 		}
 	case DNAT:

@@ -622,13 +622,13 @@ func (r *reader) choiceSummary() seg {
 	case "ebpf":
 		for _, p := range t.Paths {
 			for _, h := range p.Hops {
-				if strings.Contains(h.Function, "lb4_select_backend_id") && h.Matched {
+				if selectsBackend(h) && h.Matched {
 					fn, _, _ := strings.Cut(h.Function, " → ")
 					rule := h.Reason
 					if i := strings.LastIndex(rule, ": slot"); i >= 0 {
 						rule = rule[:i]
 					}
-					rule = strings.TrimPrefix(rule, "random: ")
+					rule = strings.TrimPrefix(strings.TrimPrefix(rule, "random: "), "sock_select_slot: ")
 					if h.Choice == trace.ChoiceMaglev && rule == "" {
 						rule = "the flow's hash picks a slot of the Maglev table"
 					}
@@ -641,6 +641,12 @@ func (r *reader) choiceSummary() seg {
 		}
 	}
 	return seg{}
+}
+
+// selectsBackend says whether an ebpf hop is Cilium's backend selection: per packet (lb4_select_backend_id_*)
+// or at connect() by the socket LB (sock_select_slot).
+func selectsBackend(h trace.Hop) bool {
+	return strings.Contains(h.Function, "lb4_select_backend_id") || strings.HasPrefix(h.Function, "sock_select_slot")
 }
 
 // choice: which endpoint this path takes, and with what chance or turn.
@@ -656,7 +662,7 @@ func (r *reader) choice(p trace.Path) []seg {
 				continue
 			}
 			switch {
-			case strings.Contains(h.Function, "lb4_select_backend_id"):
+			case selectsBackend(h):
 				text := h.Verdict
 				if m := slotRE.FindStringSubmatch(h.Text); m != nil && !strings.HasPrefix(h.Verdict, "LUT") {
 					text = "slot " + m[1] + " → " + h.Verdict

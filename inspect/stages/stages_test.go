@@ -1,7 +1,11 @@
 package stages_test
 
 import (
+	"compress/gzip"
+	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -221,4 +225,48 @@ func TestPastedIPVSAdmLacksRules(t *testing.T) {
 		stages.Match: {stages.Unknown},
 		stages.SNAT:  {stages.Unknown},
 	})
+}
+
+// A kind lab's real Cilium 1.20.2 (cd-worker2, `k8sguide snapshot`, gzipped; testdata/README names it): a pod's
+// connection to the ClusterIP goes through the socket LB, whose selection (sock_select_slot) is the choice stage,
+// as bpf_lxc's lb4_select_backend_id is on the netns lab. It was "not known from this trace".
+func TestEBPFClusterIPFromPodSocketLB(t *testing.T) {
+	f := gunzipped(t, "testdata/kind-ebpf-worker2.v1.json.gz")
+	check(t, stages.Of(traceOf(t, f, "10.96.66.180:80", "pod/web-85bffcdccf-dndtf")), want{
+		stages.Choice: {
+			"sock_select_slot, __lb4_lookup_backend_slot: get_prandom_u32() % 3 + 1",
+			"10.244.1.16:80 (other node): slot 1 → backend 9 (33.33%)",
+			"10.244.1.52:80 (other node): slot 2 → backend 10 (33.33%)",
+			"10.244.2.91:80 (this node): slot 3 → backend 11 (33.33%)",
+		},
+		stages.SNAT:   {"none: no SNAT on this path"},
+		stages.Source: {"10.244.2.91 (the sender's own)"},
+	})
+	for _, s := range stages.Of(traceOf(t, f, "10.96.66.180:80", "pod/web-85bffcdccf-dndtf")) {
+		if s.Key == stages.Choice && !strings.Contains(s.Guide, "sock_select_slot") {
+			t.Errorf("the choice stage's guide note does not name the socket LB's choice: %q", s.Guide)
+		}
+	}
+}
+
+func gunzipped(t *testing.T, file string) string {
+	t.Helper()
+	in, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	z, err := gzip.NewReader(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(file), ".gz"))
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
