@@ -69,7 +69,9 @@ func New(name string) (lab.Provider, error) {
 
 // installCilium is the ebpf dataplane on kind: Cilium's chart, the release the netns engine compiles, from src.
 func installCilium(ctx context.Context, src kind.CiliumSource, progress io.Writer) (kind.CiliumInstall, error) {
-	ch, err := chart.Fetch(ctx, chart.Options{Local: src.Local}, progress)
+	fetchCtx, cancel := context.WithTimeout(ctx, CiliumTimeout) // a registry that hangs does not hang up
+	defer cancel()
+	ch, err := chart.Fetch(fetchCtx, chart.Options{Local: src.Local}, progress)
 	if err != nil {
 		return nil, err
 	}
