@@ -46,12 +46,12 @@ func connectCommand(streams lab.Streams) *cobra.Command {
 		Use:  "connect",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			done := func() string { return "" }
+			done := func(bool) string { return "" }
 			if ap, err := netip.ParseAddrPort(dst); err == nil && sport >= 0 && sport <= 65535 {
 				done = watchUnreachable(ap, uint16(sport))
 			}
 			pod, client, err := podserver.Get(cmd.Context(), dst, sport)
-			unreachable := done()
+			unreachable := done(err != nil)
 			c := trace.Connection{Answered: err == nil, Pod: pod, Client: client}
 			if err != nil {
 				c.Error, c.Unreachable = err.Error(), unreachable

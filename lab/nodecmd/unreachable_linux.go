@@ -17,14 +17,15 @@ import (
 // looks where tcpdump looks, before the IP layer: a connection that timed out although the node's ICMP error
 // reached this host is an error the IP layer did not take (Cilium's no-backend reply to a client whose SYN left
 // with its checksum offload pending, see dataplanes/ebpf/datapath's Defines), which a dial alone cannot tell
-// from a silent drop. Without CAP_NET_RAW, or on any error, it watches nothing and done says "".
-func watchUnreachable(dst netip.AddrPort, sport uint16) (done func() string) {
+// from a silent drop. done(failed) stops the watch (after a last moment for an error on its way in, when the
+// connection failed). Without CAP_NET_RAW, or on any error, it watches nothing and done says "".
+func watchUnreachable(dst netip.AddrPort, sport uint16) (done func(failed bool) string) {
 	// ETH_P_ALL: a socket for ETH_P_IP alone is handed packets after a bridge port's rx handler, which takes
 	// them into the bridge, and on the bridge's device they come after br_netfilter, which is where a reply the
 	// IP layer will not take is dropped; every protocol's taps see the frame on the port first.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 	if err != nil {
-		return func() string { return "" }
+		return func(bool) string { return "" }
 	}
 	// Only IPv4 ICMP type 3 reaches the socket (a SOCK_DGRAM packet socket's filter sees the IP header at 0),
 	// so a busy host's other traffic is not copied to it.
@@ -47,11 +48,12 @@ func watchUnreachable(dst netip.AddrPort, sport uint16) (done func() string) {
 		err = unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]})
 	}
 	if err == nil {
-		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000})
+		// The reader wakes this often to see whether it is done: what done adds to an answered connection.
+		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 20_000})
 	}
 	if err != nil {
 		unix.Close(fd)
-		return func() string { return "" }
+		return func(bool) string { return "" }
 	}
 	var (
 		mu     sync.Mutex
@@ -88,10 +90,12 @@ func watchUnreachable(dst netip.AddrPort, sport uint16) (done func() string) {
 			}
 		}
 	}()
-	return func() string {
-		// The error for a SYN comes back within a round trip; a last moment lets one already on its way in be
-		// read.
-		time.Sleep(50 * time.Millisecond)
+	return func(failed bool) string {
+		if failed {
+			// The error for a SYN comes back within a round trip; a last moment lets one already on its way
+			// in be read.
+			time.Sleep(50 * time.Millisecond)
+		}
 		mu.Lock()
 		stop = true
 		mu.Unlock()

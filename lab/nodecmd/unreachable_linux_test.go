@@ -2,9 +2,14 @@ package nodecmd
 
 import (
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ciliumNoService is the IP packet of real Cilium 1.20.2's no-backend reply on a kind lab (tcpdump -xx on the
@@ -39,5 +44,69 @@ func TestUnreachableFor(t *testing.T) {
 		if got := unreachableFor(c.pkt, c.dst, c.sport); got != c.want {
 			t.Errorf("unreachableFor(%d bytes, %s, %d) = %q, want %q", len(c.pkt), c.dst, c.sport, got, c.want)
 		}
+	}
+}
+
+// inNetns is set in the copy of the test binary that TestWatchUnreachable runs inside its namespace.
+const inNetns = "K8SGUIDE_NODECMD_IN_NETNS"
+
+// TestWatchUnreachable has the kernel answer a connection with an ICMP port unreachable (an nft reject on the
+// way out, delivered back over lo) and checks that the watch reports it for that flow, and nothing for a flow
+// the kernel answers with a reset. It runs in a namespace of its own: the test binary runs itself there.
+func TestWatchUnreachable(t *testing.T) {
+	if os.Getenv(inNetns) != "" {
+		watchUnreachableInThisNetns(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a network namespace, nft and a packet socket (run the tests as root, as CI does)")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s on PATH", tool)
+		}
+	}
+	ns := fmt.Sprintf("kgnc-unreach-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestWatchUnreachable$", "-test.v")
+	cmd.Env = append(os.Environ(), inNetns+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("in %s:\n%s", ns, out)
+	if err != nil {
+		t.Fatalf("the test failed in its namespace: %v", err)
+	}
+}
+
+func watchUnreachableInThisNetns(t *testing.T) {
+	for _, argv := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"nft", "add table ip t; add chain ip t out { type filter hook output priority 0; }; add rule ip t out ip daddr 127.0.0.7 tcp dport 80 reject with icmp type port-unreachable"},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+	}
+	dial := func(dst string, sport int) (string, error) {
+		done := watchUnreachable(netip.MustParseAddrPort(dst), uint16(sport))
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sport}, Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp4", dst)
+		if err == nil {
+			c.Close()
+		}
+		return done(err != nil), err
+	}
+	got, err := dial("127.0.0.7:80", 41000)
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("the rejected connection: %v, want refused", err)
+	}
+	if !strings.HasPrefix(got, "ICMP port unreachable from 127.0.0.") || !strings.HasSuffix(got, " on lo") {
+		t.Errorf("the rejected connection: the watch saw %q, want the ICMP port unreachable on lo", got)
+	}
+	// A closed port with no rule: a reset, no ICMP error.
+	if got, err := dial("127.0.0.7:81", 41001); err == nil || got != "" {
+		t.Errorf("the reset connection: %v, the watch saw %q; want refused and nothing seen", err, got)
 	}
 }
