@@ -5,4 +5,6 @@ package nodecmd
 import "net/netip"
 
 // watchUnreachable needs a Linux packet socket; elsewhere it watches nothing.
-func watchUnreachable(netip.AddrPort, uint16) func(bool) string { return func(bool) string { return "" } }
+func watchUnreachable(netip.AddrPort, uint16) func(bool) string {
+	return func(bool) string { return "" }
+}
