@@ -4,42 +4,25 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
-	"github.com/k8sguide/k8sguide/internal/e2etest"
+	"github.com/k8sguide/k8sguide/internal/netnstest"
 )
-
-// inNetns is set in the copy of the test binary that TestRewrittenChain runs inside its namespace.
-const inNetns = "K8SGUIDE_KERNELTRACE_IN_NETNS"
 
 // TestRewrittenChain makes the kernel trace a packet through a chain that was flushed and refilled after the
 // monitor started, as kube-proxy's nftables mode does to a Service's chains when its endpoints change, and
 // checks that the event carries the new rule's text (and that a rule deleted again before it could be read
-// makes the trace incomplete rather than silently shorter). The trace runs in a namespace of its own: the
-// test binary runs itself there with `ip netns exec`.
+// makes the trace incomplete rather than silently shorter), in a namespace of its own.
 func TestRewrittenChain(t *testing.T) {
-	if os.Getenv(inNetns) != "" {
+	if netnstest.Inside() {
 		rewrittenChainInThisNetns(t)
 		return
 	}
-	e2etest.NeedRoot(t, "nft", "stdbuf")
-	ns := fmt.Sprintf("kgkt-rewrite-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestRewrittenChain$", "-test.v")
-	cmd.Env = append(os.Environ(), inNetns+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in %s:\n%s", ns, out)
-	if err != nil {
-		t.Fatalf("the test failed in its namespace: %v", err)
-	}
+	netnstest.Run(t, "kgkt-rewrite", "nft", "stdbuf")
 }
 
 func rewrittenChainInThisNetns(t *testing.T) {

@@ -2,14 +2,14 @@ package nodecmd
 
 import (
 	"encoding/hex"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8sguide/k8sguide/internal/netnstest"
 )
 
 // ciliumNoService is the IP packet of real Cilium 1.20.2's no-backend reply on a kind lab (tcpdump -xx on the
@@ -47,37 +47,15 @@ func TestUnreachableFor(t *testing.T) {
 	}
 }
 
-// inNetns is set in the copy of the test binary that TestWatchUnreachable runs inside its namespace.
-const inNetns = "K8SGUIDE_NODECMD_IN_NETNS"
-
 // TestWatchUnreachable has the kernel answer a connection with an ICMP port unreachable (an nft reject on the
 // way out, delivered back over lo) and checks that the watch reports it for that flow, and nothing for a flow
-// the kernel answers with a reset. It runs in a namespace of its own: the test binary runs itself there.
+// the kernel answers with a reset, in a namespace of its own.
 func TestWatchUnreachable(t *testing.T) {
-	if os.Getenv(inNetns) != "" {
+	if netnstest.Inside() {
 		watchUnreachableInThisNetns(t)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace, nft and a packet socket (run the tests as root, as CI does)")
-	}
-	for _, tool := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s on PATH", tool)
-		}
-	}
-	ns := fmt.Sprintf("kgnc-unreach-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestWatchUnreachable$", "-test.v")
-	cmd.Env = append(os.Environ(), inNetns+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in %s:\n%s", ns, out)
-	if err != nil {
-		t.Fatalf("the test failed in its namespace: %v", err)
-	}
+	netnstest.Run(t, "kgnc-unreach", "nft")
 }
 
 func watchUnreachableInThisNetns(t *testing.T) {
