@@ -75,7 +75,24 @@ func rulesMoved(ctx context.Context, p lab.Provider, name, node string, req trac
 		return false
 	}
 	now, err := tracer.Trace(snap, req)
-	return err == nil && pathsShape(now) != pathsShape(before)
+	if err != nil || usesAffinity(before) || usesAffinity(now) {
+		return false
+	}
+	return pathsShape(now) != pathsShape(before)
+}
+
+// usesAffinity says whether a prediction reads session affinity's state (an nftables affinity set, iptables'
+// recent module): the real connection itself writes the entry a new prediction then reads, so a changed walk
+// there says nothing of the rules.
+func usesAffinity(t *trace.Trace) bool {
+	for _, p := range t.Paths {
+		for _, h := range p.Hops {
+			if strings.Contains(h.Text, "@affinity-") || strings.Contains(h.Text, "-m recent") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pathsShape is what of a prediction's paths depends on the rules alone: each path's verdict and endpoint, and
