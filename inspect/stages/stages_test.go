@@ -232,7 +232,8 @@ func TestPastedIPVSAdmLacksRules(t *testing.T) {
 // as bpf_lxc's lb4_select_backend_id is on the netns lab. It was "not known from this trace".
 func TestEBPFClusterIPFromPodSocketLB(t *testing.T) {
 	f := gunzipped(t, "testdata/kind-ebpf-worker2.v1.json.gz")
-	check(t, stages.Of(traceOf(t, f, "10.96.66.180:80", "pod/web-85bffcdccf-dndtf")), want{
+	got := stages.Of(traceOf(t, f, "10.96.66.180:80", "pod/web-85bffcdccf-dndtf"))
+	check(t, got, want{
 		stages.Choice: {
 			"sock_select_slot, __lb4_lookup_backend_slot: get_prandom_u32() % 3 + 1",
 			"10.244.1.16:80 (other node): slot 1 → backend 9 (33.33%)",
@@ -242,10 +243,8 @@ func TestEBPFClusterIPFromPodSocketLB(t *testing.T) {
 		stages.SNAT:   {"none: no SNAT on this path"},
 		stages.Source: {"10.244.2.91 (the sender's own)"},
 	})
-	for _, s := range stages.Of(traceOf(t, f, "10.96.66.180:80", "pod/web-85bffcdccf-dndtf")) {
-		if s.Key == stages.Choice && !strings.Contains(s.Guide, "sock_select_slot") {
-			t.Errorf("the choice stage's guide note does not name the socket LB's choice: %q", s.Guide)
-		}
+	if g := stages.Find(got, stages.Choice).Guide; !strings.Contains(g, "sock_select_slot") {
+		t.Errorf("the choice stage's guide note does not name the socket LB's choice: %q", g)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/internal/netnstest"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -152,14 +153,7 @@ func NeedEBPF(t testing.TB) {
 
 func NeedRoot(t testing.TB, tools ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and netfilter rules (run the tests as root, as CI does)")
-	}
-	for _, tool := range append([]string{"ip"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s on PATH", tool)
-		}
-	}
+	netnstest.NeedRoot(t, tools...)
 }
 
 func ToolFor(d dataplanes.Name) string {

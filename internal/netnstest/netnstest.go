@@ -15,19 +15,25 @@ const env = "K8SGUIDE_NETNSTEST_INSIDE"
 // Inside says whether this is the copy of the test binary running inside the namespace Run made.
 func Inside() bool { return os.Getenv(env) != "" }
 
-// Run makes a namespace named prefix-PID, runs the test binary in it for the calling test alone (which finds
-// itself Inside there), logs what it printed, fails when it failed, and removes the namespace. It skips the
-// test without root or without one of tools on PATH.
-func Run(t *testing.T, prefix string, tools ...string) {
+// NeedRoot skips the test without root or without ip or one of tools on PATH.
+func NeedRoot(t testing.TB, tools ...string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace of its own (run the tests as root, as CI does)")
+		t.Skip("needs root: network namespaces and netfilter rules (run the tests as root, as CI does)")
 	}
 	for _, tool := range append([]string{"ip"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s on PATH", tool)
 		}
 	}
+}
+
+// Run makes a namespace named prefix-PID, runs the test binary in it for the calling test alone (which finds
+// itself Inside there), logs what it printed, fails when it failed, and removes the namespace. It skips the
+// test without root or without one of tools on PATH.
+func Run(t *testing.T, prefix string, tools ...string) {
+	t.Helper()
+	NeedRoot(t, tools...)
 	ns := fmt.Sprintf("%s-%d", prefix, os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v: %s", err, out)
