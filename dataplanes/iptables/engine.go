@@ -413,7 +413,10 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 			// backend. Without its table a Service's packet looks "answered by the node's own socket".
 			o.Missing = append(o.Missing, "the IPVS table (`ipvsadm -Ln`): this node runs kube-proxy in IPVS mode (its rules match ipset "+set+"), and IPVS, not iptables, picks the backend")
 		}
-		if r.Partial {
+		if _, ok := r.Tables["nat"]; !ok && r.Partial && r.Tables["filter"] != nil {
+			// `iptables -nvL`, the commonest paste, lists the filter table only.
+			o.Missing = append(o.Missing, "the nat table, where kube-proxy translates Services: the input lists only the filter table")
+		} else if r.Partial {
 			// A part of the rules (grep'd, or kube-proxy's restore input alone): that none of them translated a
 			// packet says nothing about the rest.
 			o.Missing = append(o.Missing, "the rest of the node's iptables rules: the input is a part of them (no built-in chains), and no rule in it translated this packet")

@@ -157,13 +157,13 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 		args = append(args, "-p", v)
 	}
 	for _, x := range []struct{ flag, v, any string }{{"-i", in, "*"}, {"-o", out, "*"}, {"-s", src, "0.0.0.0/0"}, {"-d", dst, "0.0.0.0/0"}} {
-		// Without -n, iptables prints "anywhere" for 0.0.0.0/0.
-		if x.v == "" || x.v == x.any || x.v == "anywhere" && (x.flag == "-s" || x.flag == "-d") {
+		// Without -n, iptables prints "anywhere" for 0.0.0.0/0 and "any" for no interface.
+		if x.v == "" || x.v == x.any || x.v == "anywhere" && (x.flag == "-s" || x.flag == "-d") || x.v == "any" && (x.flag == "-i" || x.flag == "-o") {
 			continue
 		}
 		n, v := neg(x.v)
-		if v == "localhost" {
-			v = "127.0.0.1"
+		if a, ok := listedNames[strings.Split(v, "/")[0]]; ok {
+			v = a + v[len(strings.Split(v, "/")[0]):]
 		}
 		if n {
 			args = append(args, "!")
@@ -173,6 +173,10 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 		}
 		args = append(args, x.flag, v)
 	}
+	if !verbose {
+		// In and out interfaces are columns of -v only: what this rule tests there is not shown.
+		args = append(args, "-m", "listing", "--interfaces-hidden")
+	}
 	targetArgs, err := listingExtras(extra, &args)
 	if err != nil {
 		return nil, err
@@ -181,6 +185,11 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 	args = append(args, targetArgs...)
 	return &Rule{Text: text, Args: args}, nil
 }
+
+// listedNames are the names `iptables -L` prints without -n for addresses every distribution's /etc/hosts and
+// /etc/networks give the same way (netbase's networks file: `loopback 127.0.0.0`, `link-local 169.254.0.0`):
+// "!loopback/8  loopback/8" is kube-proxy's KUBE-FIREWALL rule as iptables -L prints it.
+var listedNames = map[string]string{"localhost": "127.0.0.1", "loopback": "127.0.0.0", "link-local": "169.254.0.0"}
 
 // listingExtras converts the free-form match and target text at the end of a listing line.
 func listingExtras(x []string, args *[]string) ([]string, error) {

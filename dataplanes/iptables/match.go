@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
@@ -38,7 +39,7 @@ type matcher struct {
 var flagOpts = map[string]bool{
 	"--rcheck": true, "--update": true, "--set": true, "--remove": true, "--reap": true, "--rsource": true,
 	"--rdest": true, "--random-fully": true, "--random": true, "--persistent": true, "-f": true,
-	"--syn": true, "--limit-iface-in": true, "--limit-iface-out": true,
+	"--syn": true, "--interfaces-hidden": true, "--limit-iface-in": true, "--limit-iface-out": true,
 }
 
 func compile(args []string) *matcher {
@@ -146,19 +147,29 @@ func (m *matcher) first(module, opt string) (cond, bool) {
 // rule that fails another condition changes nothing).
 func (m *matcher) evaluate(w *netfilter.Walk) (bool, string, float64) {
 	var statistic *cond
+	unknown := ""
+	m.unknown = ""
 	for i := range m.conds {
 		c := &m.conds[i]
 		if c.module == "statistic" && c.opt == "--mode" {
 			statistic = c
 			continue
 		}
+		m.unknown = ""
 		ok, reason := m.check(w, c)
 		if m.unknown != "" {
-			return false, "not known: " + m.unknown, 0
+			// Not known; a later condition that surely fails still decides the rule (the kernel ANDs them).
+			unknown = cmp.Or(unknown, m.unknown)
+			continue
 		}
 		if !ok {
+			m.unknown = ""
 			return false, reason, 0
 		}
+	}
+	if unknown != "" {
+		m.unknown = unknown
+		return false, "not known: " + unknown, 0
 	}
 	if statistic != nil {
 		return m.random(w, statistic)
@@ -324,6 +335,26 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 			return false, ""
 		}
 		return false, fmt.Sprintf("%s is not in ipset %s", key, v)
+	case "--interfaces-hidden":
+		// `iptables -L` without -v prints no interfaces. A rule that shows no condition at all and decides
+		// the packet is, as often as not, one that tests an interface (`-A INPUT -i lo -j ACCEPT` prints
+		// as "ACCEPT all -- anywhere anywhere"): not known. Any other rule is read as testing none, and the
+		// trace says it assumed so.
+		visible := false
+		for _, o := range m.conds {
+			if o.opt != "--interfaces-hidden" && o.opt != "--comment" {
+				visible = true
+			}
+		}
+		switch m.target {
+		case "ACCEPT", "DROP", "REJECT", "RETURN":
+			if !visible {
+				m.unknown = "the interfaces this rule tests: `iptables -L` prints them only with -v, and a rule that shows no condition, like this one, usually tests one (`-i lo -j ACCEPT` prints as \"ACCEPT all -- anywhere anywhere\"); paste `iptables -L -v`"
+				return false, ""
+			}
+		}
+		m.notes = append(m.notes, "assumed: the rules the packet matched test no interface (`iptables -L` without -v does not print them; -v does)")
+		return true, ""
 	case "--mode", "--probability", "--every", "--packet":
 		return !c.neg, ""
 	case "--limit-iface-in", "--limit-iface-out", "--tcp-flags", "--syn", "--icmp-type", "--physdev-in", "--physdev-out", "--physdev-is-bridged":

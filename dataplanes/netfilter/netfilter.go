@@ -126,8 +126,10 @@ type Walk struct {
 	hops      []trace.Hop
 	verdictBy *trace.Hop
 	dnat      *netip.AddrPort
-	snat      netip.Addr
-	masq      bool
+	// redirected: the destination was translated by a redirect (REDIRECT, nft redirect), to the node itself.
+	redirected bool
+	snat       netip.Addr
+	masq       bool
 	// masqHow is the masquerading rule's words for what it does; masqRandomPort, whether it picks the port.
 	masqHow        string
 	masqRandomPort bool
@@ -245,6 +247,14 @@ func (w *Walk) Choose(probs []float64) int {
 
 // Probability is the chance of the choices this walk followed so far.
 func (w *Walk) Probability() float64 { return w.prob }
+
+// Redirect translates the destination to the node itself (REDIRECT, nft redirect): a local delivery, not a
+// Service endpoint, when the address stays the packet's.
+func (w *Walk) Redirect(to netip.AddrPort) string {
+	s := w.DNAT(to)
+	w.redirected = true
+	return s
+}
 
 // DNAT translates the destination (first packet: sets up the flow's translation).
 func (w *Walk) DNAT(to netip.AddrPort) string {
@@ -464,9 +474,11 @@ func (w *Walk) run(chains []placed, flow trace.Flow, names Names) (trace.Path, *
 		if len(w.missing) > 0 {
 			verdict = trace.Unknown
 		}
-		if verdict == trace.Local && w.dnat != nil && w.Pkt.New && w.dnat.Addr() != flow.Dst {
+		if verdict == trace.Local && w.dnat != nil && w.Pkt.New && (w.dnat.Addr() != flow.Dst || w.dnat.Port() != flow.Dport && !w.redirected) {
 			// A rule translated it to one of the node's own addresses (a hostNetwork endpoint, the apiserver
-			// behind the kubernetes Service, an externalIP): delivered to that endpoint, on this node.
+			// behind the kubernetes Service, an externalIP): delivered to that endpoint, on this node. The
+			// address may be the one the packet came to, the port then tells (a NodePort on the node whose
+			// hostNetwork pod is its endpoint: 172.18.0.3:31103 -> 172.18.0.3:8096).
 			w.Note("the endpoint %s is an address of this node: the packet is delivered to its socket here", *w.dnat)
 			verdict = trace.Delivered
 		}

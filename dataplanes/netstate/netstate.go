@@ -151,6 +151,31 @@ func FromLocalAddresses(addrs []netip.Addr) State {
 	return s
 }
 
+// IPVSDevice is where kube-proxy's IPVS mode binds every Service address, to make it local to the node.
+const IPVSDevice = "kube-ipvs0"
+
+// AddServiceAddresses makes addrs local as kube-proxy's IPVS mode does: bound on kube-ipvs0. A dump's IPVS
+// virtual servers say so of their addresses; the node's own addresses stay told apart from them.
+func (s *State) AddServiceAddresses(addrs []netip.Addr) {
+	for _, a := range addrs {
+		if s.IsLocal(a) {
+			continue
+		}
+		s.Routes = append(s.Routes, Route{Table: "local", Type: "local", Dst: netip.PrefixFrom(a, 32), Dev: IPVSDevice})
+		s.Addresses = append(s.Addresses, Address{Dev: IPVSDevice, Prefix: netip.PrefixFrom(a, 32)})
+	}
+}
+
+// DeviceOf is the device that holds ip as an address of its own ("" when none does).
+func (s *State) DeviceOf(ip netip.Addr) string {
+	for _, a := range s.Addresses {
+		if a.Prefix.Addr() == ip {
+			return a.Dev
+		}
+	}
+	return ""
+}
+
 // LocalType returns the type of the local-table route covering ip ("local", "broadcast", …), or "" when the
 // address is not in `table local`. This is what addrtype --dst-type and fib daddr type read.
 func (s *State) LocalType(ip netip.Addr) string {

@@ -1112,7 +1112,7 @@ func (e *eval) nat(s *Stmt, hop *trace.Hop) (bool, string) {
 			hop.Verdict = "redirect (not understood)"
 			return true, ""
 		}
-		hop.Changes = append(hop.Changes, e.w.DNAT(netip.AddrPortFrom(to, port)))
+		hop.Changes = append(hop.Changes, e.w.Redirect(netip.AddrPortFrom(to, port)))
 		hop.Verdict = "redirect to " + netip.AddrPortFrom(e.w.Pkt.Dst, e.w.Pkt.Dport).String()
 	case SSNAT:
 		if !addr.IsValid() {

@@ -90,11 +90,19 @@ func Clean(data string) Paste {
 	hasText := false // whether text holds a line that is not blank
 	flush := func() {
 		body := strings.Join(text, "\n")
-		if strings.TrimSpace(body) != "" || cur.Command != "" {
+		if !hasText {
+			body = "" // blank and comment lines only: no output (a note before a command line)
+		}
+		if body != "" || cur.Command != "" {
 			cur.Text = body
-			if cur.Command != "" && !dumpTool(cur.Command) {
+			if cur.Command != "" && !dumpTool(cur.Command) && !looksLikeDump(body) {
 				p.Skipped = append(p.Skipped, cur.Command)
-			} else if strings.TrimSpace(body) != "" {
+			} else if body != "" {
+				if !dumpTool(cur.Command) {
+					// `# cat rules.txt` (a root prompt, or a note) before a dump: what follows is a dump
+					// whatever printed it, and the command names no tool its reader could use.
+					cur.Command = ""
+				}
 				p.Outputs = append(p.Outputs, cur)
 			}
 		}
@@ -134,7 +142,9 @@ func Clean(data string) Paste {
 			continue
 		}
 		text = append(text, l)
-		if strings.TrimSpace(l) != "" {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			// A comment line alone is no output: `# Warning: table ip nat is managed by iptables-nft, do not
+			// touch!` (nft's, before each such table) or a note on top belongs to the dump after it.
 			hasText, cur.Ended = true, false
 		}
 	}
@@ -284,6 +294,20 @@ func startOf(l string) string {
 		return "nft"
 	}
 	return ""
+}
+
+// looksLikeDump says whether an output's first line (past blank and comment lines) is one a dump starts with or
+// is made of: what a `cat FILE` (or anything else) printed is read when it is a dump.
+func looksLikeDump(body string) bool {
+	for _, l := range strings.Split(body, "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") && startOf(t) == "" {
+			continue
+		}
+		return startOf(t) != "" || notCommand(t) || strings.HasPrefix(t, "chain ") && strings.HasSuffix(t, "{") ||
+			strings.HasPrefix(t, "add table ") || strings.HasPrefix(t, "Prot LocalAddress")
+	}
+	return false
 }
 
 // Prompts: `user@host:~$ `, `root@node:~# `, `[root@vm01 ~]# `, `controlplane $ `, `sh-4.2# `, `$ `, `# `.

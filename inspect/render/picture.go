@@ -314,7 +314,11 @@ func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 		fill, line = fillDrop, lineDrop
 		lines = append(lines, p.Verdict)
 		if p.VerdictBy != nil {
-			lines = append(lines, "by "+ShortenMiddle(p.VerdictBy.Chain, pictureTextWidth)+fmt.Sprintf(" #%d", p.VerdictBy.Rule))
+			by := "by " + ShortenMiddle(p.VerdictBy.Chain, pictureTextWidth)
+			if p.VerdictBy.Rule != 0 {
+				by += fmt.Sprintf(" #%d", p.VerdictBy.Rule)
+			}
+			lines = append(lines, by)
 		}
 	}
 	for i := range lines {

@@ -337,11 +337,20 @@ func verdictLine(t *trace.Trace) string {
 	case trace.Rejected, trace.Dropped:
 		for _, p := range t.Paths {
 			if p.VerdictBy != nil {
-				return fmt.Sprintf("%s by %s/%s rule %d: %s", t.Verdict, p.VerdictBy.Table, p.VerdictBy.Chain, p.VerdictBy.Rule, p.VerdictBy.Text)
+				return fmt.Sprintf("%s by %s: %s", t.Verdict, decidedBy(p.VerdictBy), p.VerdictBy.Text)
 			}
 		}
 	}
 	return t.Verdict
+}
+
+// decidedBy names the hop that dropped or rejected a packet: its table, chain and rule number, or without a
+// number where none decided (a chain's policy, an eBPF program's own code).
+func decidedBy(h *trace.Hop) string {
+	if h.Rule == 0 {
+		return h.Table + "/" + h.Chain
+	}
+	return fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule)
 }
 
 func pathTitle(p trace.Path) string {
@@ -357,7 +366,7 @@ func pathTitle(p trace.Path) string {
 		}
 		return s
 	case p.VerdictBy != nil:
-		return fmt.Sprintf("%s by %s/%s rule %d", p.Verdict, p.VerdictBy.Table, p.VerdictBy.Chain, p.VerdictBy.Rule)
+		return fmt.Sprintf("%s by %s", p.Verdict, decidedBy(p.VerdictBy))
 	case p.Verdict == trace.Unknown && len(p.Missing) > 0:
 		return "unknown: the input lacks " + p.Missing[0]
 	}

@@ -73,7 +73,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 					return nil, err
 				}
 				return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part},
-					Net: netstate.FromLocalAddresses(append(local, sn.Local...)), Read: []string{"read as: " + strings.Join(sn.ReadAs, ", ")}}, nil
+					Net: localState(local, sn.Local), Read: []string{"read as: " + strings.Join(sn.ReadAs, ", ")}}, nil
 			}
 			return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 		case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
@@ -99,6 +99,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	var order []dataplanes.Engine
 	var readAs []string
 	var ipsets []netstate.IPSet
+	var served []netip.Addr // addresses the dumps show Services on (IPVS virtual servers)
 	for _, o := range p.Outputs {
 		// ipset's outputs are the node's sets, which rules match against: the network state's, no engine's.
 		if sets, how, ok, err := readIPSets(o); ok {
@@ -131,7 +132,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			outputs[e.Name()] = append(outputs[e.Name()], o)
 			parts[e.Name()] = sn.Part
 			readAs = append(readAs, sn.ReadAs...)
-			local = append(local, sn.Local...)
+			served = append(served, sn.Local...)
 			read = true
 			break
 		}
@@ -157,7 +158,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		}
 		s.Engines[e.Name()] = sn.Part
 	}
-	s.Net = netstate.FromLocalAddresses(local)
+	s.Net = localState(local, served)
 	s.Net.IPSets = ipsets
 	if len(s.Engines) == 0 && len(ipsets) > 0 {
 		return nil, fmt.Errorf("the input holds ipsets only: a trace needs the rules that match them (iptables-save) or the IPVS table (ipvsadm -Ln)")
@@ -170,6 +171,14 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	}
 	s.Read = append(s.Read, "read as: "+strings.Join(readAs, ", "))
 	return s, nil
+}
+
+// localState is a pasted dump's node: the addresses the user gave as its own, and those the dumps show
+// Services on, bound where kube-proxy's IPVS mode binds them.
+func localState(own, served []netip.Addr) netstate.State {
+	st := netstate.FromLocalAddresses(own)
+	st.AddServiceAddresses(served)
+	return st
 }
 
 // readIPSets reads an output of `ipset list` or `ipset save` (ok is false for any other), and says how.
@@ -468,11 +477,23 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	}
 	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, net, flow, origin, names)
 	// A path that ends untranslated through parts that lack where Services are translated says nothing about
-	// the Service: it is unknown, not "forwarded without translation".
+	// the Service: it is unknown, not "forwarded without translation" — unless the packet is for one of the
+	// node's own addresses on a port no Service takes by default, where the reading that nothing translates it
+	// answers (the filter table alone: "is tcp 80 to this node accepted?"), and the trace says it assumed so.
 	if len(o.missing) > 0 && t.Conntrack == nil {
-		for i, p := range t.Paths {
-			if (p.Verdict == trace.Delivered || p.Verdict == trace.Local) && p.Endpoint == nil {
-				t.Paths[i].Verdict, t.Paths[i].Missing, t.Paths[i].Reply = trace.Unknown, append(p.Missing, o.missing...), nil
+		if assumption := untranslatedReading(net, flow, o.missing); assumption != "" {
+			t.Notes = append(t.Notes, assumption)
+		} else {
+			missing := o.missing
+			if !knowsAddresses(net) && !(flow.Dport >= NodePortRange[0] && flow.Dport <= NodePortRange[1]) {
+				missing = append(slices.Clone(missing), fmt.Sprintf("whether %s is one of this node's addresses (--local-addresses): for the node's own address and a port outside the NodePort range, the input answers", flow.Dst))
+			}
+			for i, p := range t.Paths {
+				if p.Endpoint == nil && p.Verdict != trace.Unknown && !decidedBeforeNAT(p) {
+					// Dropped or rejected too: what the missing part translates would have gone elsewhere.
+					t.Paths[i].Verdict, t.Paths[i].Missing, t.Paths[i].Reply = trace.Unknown, append(p.Missing, missing...), nil
+					t.Paths[i].VerdictBy = nil
+				}
 			}
 		}
 	}
@@ -564,6 +585,47 @@ func srcString(f trace.Flow) string {
 		return netip.AddrPortFrom(f.Src, f.Sport).String()
 	}
 	return f.Src.String()
+}
+
+// NodePortRange is kube-proxy's default --service-node-port-range: where a Service takes a port of every node.
+var NodePortRange = [2]uint16{30000, 32767}
+
+// untranslatedReading is the assumption under which a dump that lacks where Services are translated still
+// answers for a packet: it is for one of the node's own addresses, on a port outside the NodePort range, so no
+// ClusterIP and, by default, no NodePort is in play. It returns the note that says so ("" when the reading does
+// not hold: the path is then unknown).
+func untranslatedReading(net *netstate.State, flow trace.Flow, missing []string) string {
+	if !net.IsLocal(flow.Dst) || net.DeviceOf(flow.Dst) == netstate.IPVSDevice || flow.Dport >= NodePortRange[0] && flow.Dport <= NodePortRange[1] {
+		return ""
+	}
+	var what []string
+	for _, m := range missing {
+		if i := strings.IndexAny(m, ",:("); i > 0 {
+			m = strings.TrimSpace(m[:i])
+		}
+		what = append(what, m)
+	}
+	return fmt.Sprintf("assumed: %s (not in the input) leaves %s:%d alone: the address is this node's and %d is outside the NodePort range %d-%d, where kube-proxy translates (a hostPort or another DNAT there would change the answer)",
+		strings.Join(what, " and "), flow.Dst, flow.Dport, flow.Dport, NodePortRange[0], NodePortRange[1])
+}
+
+// knowsAddresses says whether the node's state names any address of its own besides loopback.
+func knowsAddresses(n *netstate.State) bool {
+	for _, a := range n.Addresses {
+		if a.Dev != "lo" {
+			return true
+		}
+	}
+	return false
+}
+
+// decidedBeforeNAT says whether a path was dropped or rejected before any nat hook saw it (by the raw or mangle
+// table at PREROUTING or OUTPUT): what a missing nat table would have done cannot change that.
+func decidedBeforeNAT(p trace.Path) bool {
+	if p.VerdictBy == nil || p.Verdict != trace.Dropped && p.Verdict != trace.Rejected {
+		return false
+	}
+	return p.VerdictBy.Table == "raw" || p.VerdictBy.Table == "mangle" && (p.VerdictBy.Hook == "PREROUTING" || p.VerdictBy.Hook == "OUTPUT")
 }
 
 // nodeSource is the source the node's own socket would use to reach dst.

@@ -1,0 +1,109 @@
+package tracer
+
+import (
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+)
+
+// readingCase is one packet through a dump of testdata/readings (see its README for where each came from):
+// the verdict a reasonable reading of the input gives, and what the trace must say it assumed or lacks.
+type readingCase struct {
+	name   string
+	file   string // under testdata/readings, or a path from this package
+	before string // text put before the file's, as a user pastes it
+	req    Request
+	local  []string
+	want   string
+	// endpoint is the one endpoint every delivering path reaches ("" for none).
+	endpoint string
+	// note and missing are words the trace's notes or Missing must hold ("" for none); noMissing says
+	// Missing must be empty.
+	note, missing string
+}
+
+func runReadings(t *testing.T, cases []readingCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.file
+			if !strings.Contains(path, "/") {
+				path = "testdata/readings/" + path
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var local []netip.Addr
+			for _, a := range tc.local {
+				local = append(local, netip.MustParseAddr(a))
+			}
+			s, err := Load(append([]byte(tc.before), raw...), local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := Trace(s, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes, missing := strings.Join(tr.Notes, "\n"), strings.Join(tr.Missing, "\n")
+			if tr.Verdict != tc.want {
+				t.Fatalf("verdict %s, want %s\nmissing:\n%s\nnotes:\n%s", tr.Verdict, tc.want, missing, notes)
+			}
+			if tc.endpoint != "" && (len(tr.Endpoints) != 1 || tr.Endpoints[0].Addr() != tc.endpoint) {
+				t.Errorf("endpoints %+v, want only %s", tr.Endpoints, tc.endpoint)
+			}
+			if !strings.Contains(notes, tc.note) {
+				t.Errorf("notes lack %q:\n%s", tc.note, notes)
+			}
+			if !strings.Contains(missing, tc.missing) || tc.missing == "" && missing != "" {
+				t.Errorf("missing %q, want a mention of %q", missing, tc.missing)
+			}
+		})
+	}
+}
+
+// TestReadingsOfPastes (issue 35): what people paste is read, and answered where a reasonable reading of it
+// answers, with the assumption said; unknown only where no reading does, naming what is missing.
+func TestReadingsOfPastes(t *testing.T) {
+	node := []string{"192.168.1.10"}
+	seed := "../../dataplanes/iptables/testdata/seed001-nodeport.save"
+	runReadings(t, []readingCase{
+		// `#` lines are notes or the tool's own comments, not root prompts, unless a command follows.
+		{name: "nft's iptables-nft warning on top", file: "iptables-nft-warning.nft",
+			req: Request{Dst: "10.96.0.10:80"}, want: trace.Delivered, endpoint: "10.244.1.5:80"},
+		{name: "a note on top of seed 001's rules", file: seed, before: "# rules from node1, after the upgrade\n",
+			req: Request{Dst: "10.98.128.179:80"}, want: trace.Delivered},
+		{name: "a note that reads like a root prompt", file: seed, before: "# cat rules.txt\n",
+			req: Request{Dst: "10.98.128.179:80"}, want: trace.Delivered},
+		// A NodePort whose endpoint is a hostNetwork pod on the node itself: the DNAT keeps the address and
+		// changes the port.
+		{name: "iptables-nft nat listed by nft: NodePort to a hostNetwork endpoint", file: "hostnet-nodeport.nft", local: []string{"172.18.0.3"},
+			req: Request{Dst: "172.18.0.3:31103"}, want: trace.Delivered, endpoint: "172.18.0.3:8096", note: "is an address of this node"},
+		{name: "the same rules from iptables-save", file: "hostnet-nodeport.save", local: []string{"172.18.0.3"},
+			req: Request{Dst: "172.18.0.3:31103"}, want: trace.Delivered, endpoint: "172.18.0.3:8096"},
+		// The filter table alone: a port of the node outside the NodePort range is answered, saying the nat
+		// table was assumed to leave it alone; a NodePort is not; without the node's address, that is named.
+		{name: "iptables -nvL: tcp 80 to the node", file: "filter-nvL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:80"}, want: trace.Local, note: "assumed: the nat table (not in the input) leaves 192.168.1.10:80 alone"},
+		{name: "iptables -nvL: tcp 8080 to the node", file: "filter-nvL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:8080"}, want: trace.Dropped, note: "assumed: the nat table"},
+		{name: "iptables -nvL: https from 10/8 only", file: "filter-nvL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:443", Src: "10.1.1.1"}, want: trace.Local},
+		{name: "iptables -nvL: a NodePort", file: "filter-nvL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:31000"}, want: trace.Unknown, missing: "the nat table"},
+		{name: "iptables -nvL: whose address is not said", file: "filter-nvL.txt",
+			req: Request{Dst: "192.168.1.10:80"}, want: trace.Unknown, missing: "whether 192.168.1.10 is one of this node's addresses (--local-addresses)"},
+		// Without -n: names (http, anywhere, any, loopback) are read.
+		{name: "iptables -vL: dpt:http", file: "filter-vL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:80"}, want: trace.Local, note: "assumed: the nat table"},
+		{name: "iptables -vL: 8080", file: "filter-vL.txt", local: node,
+			req: Request{Dst: "192.168.1.10:8080"}, want: trace.Dropped},
+		// Without -v the interfaces are not shown: "ACCEPT all -- anywhere anywhere" is `-i lo -j ACCEPT`.
+		{name: "iptables -L hides -i lo", file: "filter-L.txt", local: node,
+			req: Request{Dst: "192.168.1.10:8080"}, want: trace.Unknown, missing: "paste `iptables -L -v`"},
+	})
+}
