@@ -157,7 +157,7 @@ func ReadPaste(raw string) (st *State, readAs []string, ok bool, err error) {
 		st.Cut = i == len(secs)-1 && len(st.Services) > 0 && !endsWithPrompt(raw)
 		readAs = append(readAs, listingReadAs(label, named, l))
 		if st.Cut {
-			readAs[len(readAs)-1] += " (the paste may go on past its last line: " + st.Services[len(st.Services)-1].Name() + " may have more real servers)"
+			readAs[len(readAs)-1] += " (it ends with the paste: taken as whole)"
 		}
 	}
 	if !ok {

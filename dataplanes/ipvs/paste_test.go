@@ -217,13 +217,17 @@ func TestCutListing(t *testing.T) {
 		verdict        string
 		missing        string
 	}{
-		{"the last virtual server of a listing that may go on", l, "10.244.0.1:30080", trace.Unknown, "the rest of TCP  10.244.0.1:30080 rr's real servers"},
+		// Issue 35: a listing that ends with the paste is taken as whole, and the trace says it assumed so.
+		{"the last virtual server of a listing that may go on", l, "10.244.0.1:30080", trace.Delivered, ""},
 		{"another virtual server of it", l, "10.96.0.100:80", trace.Delivered, ""},
 		{"the last virtual server of a whole listing", l + "$ \n", "10.244.0.1:30080", trace.Delivered, ""},
 	} {
 		tr := traceOf(t, tc.raw, []string{"172.18.0.2"}, tracer.Request{Dst: tc.dst, From: "node"})
 		if tr.Verdict != tc.verdict || !strings.Contains(strings.Join(tr.Missing, "\n"), tc.missing) {
 			t.Errorf("%s: verdict %s, missing %q; want %s, %q", tc.name, tr.Verdict, tr.Missing, tc.verdict, tc.missing)
+		}
+		if cut := !strings.HasSuffix(tc.raw, "$ \n"); cut && tc.dst == "10.244.0.1:30080" && !strings.Contains(strings.Join(tr.Notes, "\n"), "assumed: the IPVS listing ends where the paste does") {
+			t.Errorf("%s: the notes do not say the listing was taken as whole: %q", tc.name, tr.Notes)
 		}
 	}
 }
@@ -259,7 +263,7 @@ func TestTraceNamedListing(t *testing.T) {
 		// No virtual server on that address and port in what the paste shows, and it may go on (an issue's
 		// excerpt, after its command line, with no prompt after it).
 		{"corpus 11: no server on that address and port in a listing that may go on", l11, tracer.Request{Dst: "100.64.134.163:22", From: "node"},
-			trace.Unknown, map[string]float64{}, "the rest of the IPVS listing"},
+			trace.Unknown, map[string]float64{}, "the node's iptables rules"}, // taken as whole (issue 35): the iptables rules decide
 		// The same listing shown whole: IPVS leaves the packet to the node's socket, but kube-proxy's iptables
 		// rules (KUBE-IPVS-FILTER rejects unserved ports of its addresses since 1.26) are not in the paste.
 		{"corpus 11: no server on that address and port: the iptables rules decide", l11 + "\n$ \n", tracer.Request{Dst: "100.64.134.163:22", From: "node"},

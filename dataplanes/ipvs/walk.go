@@ -127,10 +127,7 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 		h := trace.Hop{Table: Table, Chain: "virtual servers", Text: fmt.Sprintf("%s %s", strings.ToUpper(p.Proto), dst),
 			Reason: fmt.Sprintf("no IPVS virtual server for %s %s: the packet goes on to the node's own sockets", strings.ToUpper(p.Proto), dst)}
 		if r.State.Cut {
-			h.Reason = fmt.Sprintf("no virtual server the listing shows is %s %s, but the paste may go on past its last line", strings.ToUpper(p.Proto), dst)
-			w.Add(h)
-			w.Missing("the rest of the IPVS listing: the paste may have been cut after its last line, and a virtual server for %s %s may follow (paste `ipvsadm -Ln` whole)", strings.ToUpper(p.Proto), dst)
-			return netfilter.Unknown
+			w.Note("assumed: the IPVS listing ends where the paste does (taken as whole; if the paste was cut, a virtual server for %s %s may follow its last line)", strings.ToUpper(p.Proto), dst)
 		}
 		w.Add(h)
 		return netfilter.Accept
@@ -138,8 +135,9 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 	w.Add(trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Matched: true,
 		Reason: fmt.Sprintf("IPVS virtual server for %s (one per address the Service answers on)", dst)})
 	if r.State.Cut && v == &r.State.Services[len(r.State.Services)-1] {
-		w.Missing("the rest of %s's real servers: it is the last the paste shows, and the paste may have been cut after it (paste `ipvsadm -Ln` whole)", v.Name())
-		return netfilter.Unknown
+		// ipvsadm prints no end mark: a listing that ends with the paste is read as whole, and the trace
+		// says so, for the chances hold only if it is.
+		w.Note("assumed: the IPVS listing ends where the paste does: %s, its last virtual server, has the real servers shown (if the paste was cut, it may have more, and each one's chance is smaller)", v.Name())
 	}
 
 	client := netip.AddrPortFrom(p.Src, p.Sport)
