@@ -32,6 +32,16 @@ func OutcomeMismatch(p Path, c Connection) string {
 		if RefusedBeyond(p, c) {
 			return ""
 		}
+		if p.Endpoint == nil && p.NextNode == "" {
+			// It leaves the node untranslated: what owns the address beyond decides; no pod of the lab can.
+			if c.Answered && c.Pod != "" {
+				return fmt.Sprintf("the path leaves the node untranslated, but pod %s answered", c.Pod)
+			}
+			if p.NoAnswer != "" && c.Answered {
+				return fmt.Sprintf("the path says nothing answers (%s), but the connection was answered", p.NoAnswer)
+			}
+			return ""
+		}
 		if !c.Answered {
 			return fmt.Sprintf("the path delivers the packet but the connection failed: %s", c.Error)
 		}

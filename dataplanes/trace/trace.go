@@ -154,6 +154,9 @@ type Path struct {
 	// node (a NodePort of another node, say): that node's rules take it on and decide its endpoint and the
 	// source it sees, so the path claims neither (SNAT and Reply stay empty; Egress says how it leaves).
 	NextNode string `json:"nextNode,omitempty"`
+	// NoAnswer, for a path that leaves the node untranslated, says why nothing answers it (its destination is
+	// a ClusterIP on a port the Service does not have: no host owns a ClusterIP); "" when something may.
+	NoAnswer string `json:"noAnswer,omitempty"`
 	// Missing names what the input lacks for this path's answer (its verdict is then Unknown).
 	Missing []string `json:"missing,omitempty"`
 }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -43,6 +44,11 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req tracer.R
 				continue
 			}
 			return v, err
+		}
+		if strings.Contains(v.Connection.Error, "network is unreachable") && len(tracer.RuleEvents(v.Kernel)) == 0 {
+			// The place the connection starts from has no route to the address: the packet never reached the
+			// node, so there is nothing of the node's to compare (the lab's client reaches the lab's network only).
+			return nil, fmt.Errorf("cannot verify: %s has no route to %s, so a real packet never reaches the node (the trace walks it as if it did)", cmp.Or(req.From, "the client"), req.Dst)
 		}
 		bindFailed := strings.Contains(v.Connection.Error, "address already in use")
 		_, monitored := monitorOf(v.Prediction)

@@ -180,7 +180,7 @@ func replies(w io.Writer, t *trace.Trace, o TraceOptions) {
 			continue
 		}
 		text := p.Reply.Text
-		if !o.Wide {
+		if !o.Wide && p.Endpoint != nil {
 			text = compactReply(p.Reply)
 		}
 		g := byText[text]
@@ -281,10 +281,28 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 			if r.Bypasses || r.To == trace.Unknown {
 				text = compactReply(r)
 			}
+			if p.Endpoint == nil {
+				text = r.Text // no pod: the path says who, if anyone, answers
+			}
 			io.WriteString(w, Wrap("Reply:", "  ", text, o.width()))
 		}
 	}
 	return nil
+}
+
+// noAnswer says whether every delivered path leaves untranslated for an address nothing answers on.
+func noAnswer(t *trace.Trace) bool {
+	n := 0
+	for _, p := range t.Paths {
+		if p.Verdict != trace.Delivered {
+			continue
+		}
+		if p.NoAnswer == "" {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // nextNode is the node every delivered path leaves for, "" when they do not all leave for one.
@@ -309,7 +327,10 @@ func verdictLine(t *trace.Trace) string {
 			if n := nextNode(t); n != "" {
 				return fmt.Sprintf("leaves for node %s untranslated: its rules take the packet on (see Notes)", n)
 			}
-			return "delivered (forwarded without translation)"
+			if noAnswer(t) {
+				return "not answered: no rule translated it, and it leaves the node for an address no host owns (see Notes)"
+			}
+			return "leaves the node untranslated: no rule took it (see Notes)"
 		}
 		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))
 		if len(t.Endpoints) == 1 {

@@ -467,6 +467,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 			}
 		}
 		t.Notes = append(t.Notes, leavesForNode(s, t.Paths, flow)...)
+		t.Notes = append(t.Notes, untranslatedForward(s, t.Paths, flow)...)
 		t.Finish()
 		t.Notes = append(slices.Clone(s.Read), t.Notes...)
 		if t.Service == "" {
@@ -500,6 +501,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	// Paths equally likely are listed in a round-robin scheduler's order, the order new connections take.
 	sort.SliceStable(t.Paths, func(i, j int) bool { return turnOf(t.Paths[i]) < turnOf(t.Paths[j]) })
 	t.Notes = append(t.Notes, leavesForNode(s, t.Paths, flow)...)
+	t.Notes = append(t.Notes, untranslatedForward(s, t.Paths, flow)...)
 	t.Finish()
 	t.Notes = append(append(slices.Clone(s.Read), assumed...), t.Notes...)
 	if t.Service == "" {
@@ -513,6 +515,78 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 // is addressed to that node (another node's NodePort, from a pod or this node), whose own rules then translate
 // it and decide the source its endpoint sees. This node's walk cannot say either, and the answer is not this
 // node's: the path names the next node, claims no endpoint source and no reply, and a note says how to walk on.
+// untranslatedForward explains the paths that leave the node with the destination untouched, not for another
+// node: where they go, and whether anything can answer. A ClusterIP on a port its Service lacks is owned by no
+// host, so nothing answers (a real connection times out); an address the cluster does not know is answered by
+// whatever owns it beyond the node, if anything — never "the pod".
+func untranslatedForward(s *snapshot.Snapshot, paths []trace.Path, f trace.Flow) []string {
+	var notes []string
+	for i, p := range paths {
+		if p.Verdict != trace.Delivered || p.Endpoint != nil || p.NextNode != "" {
+			continue
+		}
+		where := "it leaves the node"
+		if p.Egress != "" {
+			where += " by " + p.Egress
+		}
+		dst := netip.AddrPortFrom(f.Dst, f.Dport)
+		if svc, ports := clusterIPOf(s, f.Dst); svc != "" {
+			paths[i].NoAnswer = fmt.Sprintf("%s is the ClusterIP of %s, which has no %s port %d (its ports: %s), and no host owns a ClusterIP", f.Dst, svc, f.Proto, f.Dport, ports)
+			paths[i].Reply = nil
+			notes = append(notes, fmt.Sprintf("no rule translated %s %s: %s untranslated, and nothing answers: %s (a real connection times out)", f.Proto, dst, where, paths[i].NoAnswer))
+			continue
+		}
+		owner := "whatever owns it beyond the node answers, if anything"
+		if s.Kubernetes != nil && !clusterOwns(s, f.Dst) {
+			owner = "no node, pod or Service of the cluster owns it: only a host beyond the node could answer"
+		}
+		if p.Reply != nil {
+			p.Reply.Text = fmt.Sprintf("whatever owns %s beyond the node answers %s, if anything does; nothing to undo", dst, p.Reply.To)
+		}
+		notes = append(notes, fmt.Sprintf("no rule translated %s %s: %s untranslated; %s", f.Proto, dst, where, owner))
+	}
+	return notes
+}
+
+// clusterIPOf names the Service whose ClusterIP ip is, with its ports ("" when none has it).
+func clusterIPOf(s *snapshot.Snapshot, ip netip.Addr) (svc, ports string) {
+	if s.Kubernetes == nil {
+		return "", ""
+	}
+	for _, k := range s.Kubernetes.Services {
+		if k.ClusterIP != ip.String() {
+			continue
+		}
+		var ps []string
+		for _, p := range k.Ports {
+			ps = append(ps, fmt.Sprintf("%s/%d", strings.ToLower(p.Protocol), p.Port))
+		}
+		return k.Namespace + "/" + k.Name, strings.Join(ps, ", ")
+	}
+	return "", ""
+}
+
+// clusterOwns says whether ip is a node's, a pod's or a Service's address in the snapshot.
+func clusterOwns(s *snapshot.Snapshot, ip netip.Addr) bool {
+	a := ip.String()
+	for _, n := range s.Kubernetes.Nodes {
+		if n.IP == a {
+			return true
+		}
+	}
+	for _, p := range s.Kubernetes.Pods {
+		if p.IP == a {
+			return true
+		}
+	}
+	for _, k := range s.Kubernetes.Services {
+		if k.ClusterIP == a {
+			return true
+		}
+	}
+	return false
+}
+
 func leavesForNode(s *snapshot.Snapshot, paths []trace.Path, f trace.Flow) []string {
 	if s.Kubernetes == nil || s.Net.IsLocal(f.Dst) {
 		return nil
