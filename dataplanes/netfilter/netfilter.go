@@ -126,6 +126,8 @@ type Walk struct {
 	hops      []trace.Hop
 	verdictBy *trace.Hop
 	dnat      *netip.AddrPort
+	// affinity names the rule that matched the client's session-affinity entry ("" when none did).
+	affinity string
 	// redirected: the destination was translated by a redirect (REDIRECT, nft redirect), to the node itself.
 	redirected bool
 	snat       netip.Addr
@@ -168,6 +170,11 @@ type Walk struct {
 func (w *Walk) Add(h trace.Hop) {
 	h.Hook = string(w.Hook)
 	w.hops = append(w.hops, h)
+	if h.Matched && w.affinity == "" && (strings.Contains(h.Text, "--rcheck") || strings.Contains(h.Text, "recent: CHECK") || strings.Contains(h.Text, "@affinity-")) {
+		// kube-proxy's session affinity: the client's entry (xt_recent's list, the affinity-… set) sends it to
+		// the endpoint it had, before any random choice.
+		w.affinity = fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule)
+	}
 }
 
 // Step counts one rule evaluation against the budget of the whole Run and says whether the walk may go on.
@@ -482,7 +489,7 @@ func (w *Walk) run(chains []placed, flow trace.Flow, names Names) (trace.Path, *
 			w.Note("the endpoint %s is an address of this node: the packet is delivered to its socket here", *w.dnat)
 			verdict = trace.Delivered
 		}
-		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing}
+		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing, Affinity: w.affinity}
 		if verdict == trace.Delivered {
 			p.SNAT = w.MasqueradedTo()
 			if w.dnat != nil {

@@ -154,6 +154,9 @@ type Path struct {
 	// node (a NodePort of another node, say): that node's rules take it on and decide its endpoint and the
 	// source it sees, so the path claims neither (SNAT and Reply stay empty; Egress says how it leaves).
 	NextNode string `json:"nextNode,omitempty"`
+	// Affinity names what sent the packet to its endpoint by session affinity (the client's entry matched by
+	// this rule or map), "" when the endpoint was chosen afresh.
+	Affinity string `json:"affinity,omitempty"`
 	// NoAnswer, for a path that leaves the node untranslated, says why nothing answers it (its destination is
 	// a ClusterIP on a port the Service does not have: no host owns a ClusterIP); "" when something may.
 	NoAnswer string `json:"noAnswer,omitempty"`

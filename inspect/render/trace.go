@@ -290,6 +290,30 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	return nil
 }
 
+// affinityOf names what held every delivered path to its endpoint by session affinity ("" when any path chose
+// afresh): a Service of many endpoints then has one path, which is not "its only endpoint".
+func affinityOf(t *trace.Trace) string {
+	by := ""
+	for _, p := range t.Paths {
+		if p.Verdict != trace.Delivered {
+			continue
+		}
+		a := p.Affinity
+		if a == "" {
+			for _, h := range p.Hops {
+				if strings.HasPrefix(h.Verdict, "sticky") {
+					a = h.Table + " " + h.Verdict // Cilium's cilium_lb4_affinity
+				}
+			}
+		}
+		if a == "" {
+			return ""
+		}
+		by = a
+	}
+	return by
+}
+
 // noAnswer says whether every delivered path leaves untranslated for an address nothing answers on.
 func noAnswer(t *trace.Trace) bool {
 	n := 0
@@ -335,6 +359,9 @@ func verdictLine(t *trace.Trace) string {
 		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))
 		if len(t.Endpoints) == 1 {
 			line = "delivered to its only endpoint"
+			if by := affinityOf(t); by != "" {
+				line = fmt.Sprintf("delivered to %s, the endpoint this client's session affinity holds (%s)", t.Endpoints[0].Addr(), by)
+			}
 		}
 		if r := firstReply(t); r != nil && r.Bypasses {
 			line += ", but the reply bypasses this node: the connection fails (see Reply)"

@@ -65,15 +65,24 @@ func guide(r *reader, s Stage) string {
 	case Choice:
 		switch r.family {
 		case "iptables":
+			if has("session affinity") {
+				return "Session affinity, which the guide does not show: this client is in the endpoint's recent list (a KUBE-SVC rule with -m recent --rcheck), so it goes back to the endpoint it had, before any statistic rule draws; a new client gets 1/N."
+			}
 			if has("statistic") {
 				return "As in the guide: the KUBE-SVC chain's statistic --mode random rules each take their share of what the rules above left, so every endpoint gets 1/N."
 			}
 			return "The KUBE-SVC chain's one rule sends the packet to its only endpoint."
 		case "nftables":
+			if has("session affinity") {
+				return "Session affinity, which the guide does not show: this client's address is in the endpoint's affinity-… set, so the service chain sends it back to that endpoint before the numgen map draws; a new client gets 1/N."
+			}
 			return "In place of the guide's cascade of statistic rules, one numgen random mod N map gives every endpoint exactly 1/N."
 		case "ipvs":
 			return "No random rules: IPVS's scheduler hands new connections to the real servers in turn (round robin)."
 		case "ebpf":
+			if has("sticky") {
+				return "Session affinity, which the guide does not show: cilium_lb4_affinity holds this client's backend, so no new choice is made; a new client gets 1/N."
+			}
 			if has("Maglev") || has("maglev") {
 				return "In place of the guide's statistic rules, Maglev: the flow's hash picks the backend from a lookup table, each backend's chance its share of the table."
 			}

@@ -655,6 +655,18 @@ func (r *reader) choice(p trace.Path) []seg {
 	if p.Endpoint != nil && p.Endpoint.Probability > 0 {
 		chance = " (" + percent(p.Endpoint.Probability) + ")"
 	}
+	if p.Affinity != "" {
+		// kube-proxy's session affinity: the rule that matched the client's entry chose, no random draw.
+		for i, h := range p.Hops {
+			if h.Matched && fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule) == p.Affinity {
+				text := "session affinity: " + p.Affinity
+				if t := target(h); t != "" {
+					text += " → " + t
+				}
+				return []seg{{text + " (this client's entry)", []int{i}}}
+			}
+		}
+	}
 	switch r.family {
 	case "ebpf":
 		for i, h := range p.Hops {
