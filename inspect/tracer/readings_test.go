@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 )
 
 // readingCase is one packet through a dump of testdata/readings (see its README for where each came from):
@@ -106,4 +107,45 @@ func TestReadingsOfPastes(t *testing.T) {
 		{name: "iptables -L hides -i lo", file: "filter-L.txt", local: node,
 			req: Request{Dst: "192.168.1.10:8080"}, want: trace.Unknown, missing: "paste `iptables -L -v`"},
 	})
+}
+
+// TestUntranslatedForward (issue 35): a ClusterIP on a port its Service lacks, and an address the cluster does
+// not own, leave the node untranslated; the trace says where they go and never that a pod answers. On the netns
+// lab (iptables, kube-proxy v1.36.4) `trace --from node --dst CLUSTERIP:8080 --verify` agreed with a real
+// connection that timed out; this is the same walk on the rules of iptables-worker.save.
+func TestUntranslatedForward(t *testing.T) {
+	raw, err := os.ReadFile("../../dataplanes/iptables/testdata/iptables-worker.save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(raw, []netip.Addr{netip.MustParseAddr("172.18.0.3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kubernetes = &snapshot.Kubernetes{
+		Nodes:    []snapshot.Node{{Name: "t1-worker", IP: "172.18.0.3"}},
+		Services: []snapshot.Service{{Namespace: "default", Name: "web", ClusterIP: "10.96.12.123", Ports: []snapshot.ServicePort{{Protocol: "TCP", Port: 80, NodePort: 31103}}}},
+	}
+	tr, err := Trace(s, Request{Dst: "10.96.12.123:8080", From: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tr.Paths[0]
+	if tr.Verdict != trace.Delivered || p.Endpoint != nil || p.Reply != nil || !strings.Contains(p.NoAnswer, "the ClusterIP of default/web, which has no tcp port 8080") {
+		t.Fatalf("verdict %s, path %+v", tr.Verdict, p)
+	}
+	if why := trace.OutcomeMismatch(p, trace.Connection{Error: "i/o timeout"}); why != "" {
+		t.Errorf("a timed-out connection disagrees: %s", why)
+	}
+	if why := trace.OutcomeMismatch(p, trace.Connection{Answered: true, Pod: "web-1"}); why == "" {
+		t.Errorf("a pod's answer agrees with a path nothing answers")
+	}
+	tr, err = Trace(s, Request{Dst: "10.123.4.5:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Paths[0]; p.NoAnswer != "" || p.Reply == nil || strings.Contains(p.Reply.Text, "pod") ||
+		!strings.Contains(strings.Join(tr.Notes, "\n"), "no node, pod or Service of the cluster owns it") {
+		t.Errorf("an address nobody in the cluster owns: path %+v, notes %q", p, tr.Notes)
+	}
 }
