@@ -40,11 +40,7 @@ func TestClean(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Clean(tc.in)
-			var got []string
-			for _, o := range p.Outputs {
-				first, _, _ := strings.Cut(o.Text, "\n")
-				got = append(got, o.Command+"|"+strings.TrimSpace(first))
-			}
+			got := heads(p)
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("outputs\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
@@ -129,11 +125,7 @@ func TestCommentLines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Clean(tc.in)
-			var got []string
-			for _, o := range p.Outputs {
-				first, _, _ := strings.Cut(o.Text, "\n")
-				got = append(got, o.Command+"|"+strings.TrimSpace(first))
-			}
+			got := heads(p)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("outputs %q, want %q", got, tc.want)
 			}
@@ -142,4 +134,14 @@ func TestCommentLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heads lists a paste's outputs as "COMMAND|first line of text".
+func heads(p Paste) []string {
+	var got []string
+	for _, o := range p.Outputs {
+		first, _, _ := strings.Cut(o.Text, "\n")
+		got = append(got, o.Command+"|"+strings.TrimSpace(first))
+	}
+	return got
 }
