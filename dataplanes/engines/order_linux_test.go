@@ -186,6 +186,9 @@ func orderInThisNetns(t *testing.T, client string) {
 			if got := walkedChains(paths[0]); !slices.Equal(got, kernel) {
 				t.Errorf("the walk went through %q, the kernel through %q", got, kernel)
 			}
+			// A DNAT to another port of the node's own address is a delivery to that socket, and the walk says
+			// so (issue 35); no other note: the order is known.
+			notes = slices.DeleteFunc(notes, func(n string) bool { return strings.Contains(n, "is an address of this node") })
 			if len(notes) > 0 {
 				t.Errorf("notes: %q", notes)
 			}
