@@ -62,10 +62,12 @@ type walker struct {
 type branch struct {
 	hops []trace.Hop
 	prob float64
+	// affinity is the Ref of the hop where cilium_lb4_affinity held the client's backend ("" for none).
+	affinity string
 }
 
 func (b branch) with(h ...trace.Hop) branch {
-	return branch{hops: append(slices.Clone(b.hops), h...), prob: b.prob}
+	return branch{hops: append(slices.Clone(b.hops), h...), prob: b.prob, affinity: b.affinity}
 }
 
 const (
@@ -137,7 +139,7 @@ func (w *walker) hop(table, fn, text string) trace.Hop {
 
 // finish ends a branch.
 func (w *walker) finish(b branch, verdict string, by *trace.Hop, p trace.Path) {
-	p.Probability, p.Hops, p.Verdict = b.prob, b.hops, verdict
+	p.Probability, p.Hops, p.Verdict, p.Affinity = b.prob, b.hops, verdict, b.affinity
 	if by != nil {
 		h := *by
 		p.VerdictBy = &h

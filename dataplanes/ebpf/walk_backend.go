@@ -77,6 +77,7 @@ func (w *walker) affinity(b *branch, svc ServiceEntry) (choice, bool) {
 		w.note("session affinity depends on time, and the snapshot does not record the datapath's clock")
 	}
 	*b = b.with(h)
+	b.affinity = h.Ref()
 	return choice{b: *b, id: id, ct: "new"}, true
 }
 

@@ -162,8 +162,11 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 			continue
 		}
 		n, v := neg(x.v)
-		if a, ok := listedNames[strings.Split(v, "/")[0]]; ok {
-			v = a + v[len(strings.Split(v, "/")[0]):]
+		if name, mask, cut := strings.Cut(v, "/"); listedNames[name] != "" {
+			v = listedNames[name]
+			if cut {
+				v += "/" + mask
+			}
 		}
 		if n {
 			args = append(args, "!")

@@ -125,6 +125,9 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		for _, n := range m.notes {
 			w.Note("%s", n)
 		}
+		if _, ok := m.first("recent", "--rcheck"); ok {
+			w.Affinity(h) // kube-proxy's KUBE-SVC rule for a client in an endpoint's recent list
+		}
 		switch tg := m.target; tg {
 		case "":
 			h.Verdict = "continue"

@@ -170,10 +170,14 @@ type Walk struct {
 func (w *Walk) Add(h trace.Hop) {
 	h.Hook = string(w.Hook)
 	w.hops = append(w.hops, h)
-	if h.Matched && w.affinity == "" && (strings.Contains(h.Text, "--rcheck") || strings.Contains(h.Text, "recent: CHECK") || strings.Contains(h.Text, "@affinity-")) {
-		// kube-proxy's session affinity: the client's entry (xt_recent's list, the affinity-… set) sends it to
-		// the endpoint it had, before any random choice.
-		w.affinity = fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule)
+}
+
+// Affinity records that the rule of h matched the client's session-affinity entry (xt_recent's list, the
+// affinity-… set): it sends the client to the endpoint it had, before any random choice. The first such rule
+// of a walk is the one that decided.
+func (w *Walk) Affinity(h trace.Hop) {
+	if w.affinity == "" {
+		w.affinity = h.Ref()
 	}
 }
 

@@ -120,7 +120,9 @@ type eval struct {
 	// where the current rule is, for notes
 	chain  string
 	ruleNo int
-	text   string
+	// affinity: the rule being evaluated found the packet's source in a session-affinity set (affinity-…).
+	affinity bool
+	text     string
 	// stopped is set when the current rule cannot be decided from the input (Walk.Missing says what it lacks):
 	// the walk ends there, unknown.
 	stopped bool
@@ -240,7 +242,7 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 	if hop.Service == "" {
 		hop.Service = trace.ServiceFromComment(r.Comment)
 	}
-	e.stopped = false
+	e.stopped, e.affinity = false, false
 	fail := func(reason string) outcome {
 		hop.Matched = false
 		hop.Reason = reason
@@ -321,6 +323,9 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 		}
 	}
 	e.w.Add(hop)
+	if e.affinity {
+		e.w.Affinity(hop) // kube-proxy's `ip saddr @affinity-… goto endpoint-…`
+	}
 	if out.verdict == "drop" || out.verdict == "reject" {
 		e.w.VerdictBy(hop)
 	}
@@ -363,6 +368,7 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 			var i int
 			i, det = findInSet(set, vs)
 			found = i >= 0
+			e.affinity = e.affinity || found && strings.HasPrefix(set.Name, "affinity-")
 			where = set.Kind() + " @" + set.Name
 			if !found && set.Cut != "" {
 				e.unknownHere("whether %s is in %s %s %s: %s", keyText(left, vs), set.Kind(), e.table, set.Name, set.Cut)

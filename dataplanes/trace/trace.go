@@ -154,8 +154,8 @@ type Path struct {
 	// node (a NodePort of another node, say): that node's rules take it on and decide its endpoint and the
 	// source it sees, so the path claims neither (SNAT and Reply stay empty; Egress says how it leaves).
 	NextNode string `json:"nextNode,omitempty"`
-	// Affinity names what sent the packet to its endpoint by session affinity (the client's entry matched by
-	// this rule or map), "" when the endpoint was chosen afresh.
+	// Affinity names what sent the packet to its endpoint by session affinity (the Ref of the hop that matched
+	// the client's entry), "" when the endpoint was chosen afresh.
 	Affinity string `json:"affinity,omitempty"`
 	// NoAnswer, for a path that leaves the node untranslated, says why nothing answers it (its destination is
 	// a ClusterIP on a port the Service does not have: no host owns a ClusterIP); "" when something may.
@@ -178,6 +178,9 @@ type Reply struct {
 	// nothing translates back. The client drops that answer, and the connection fails.
 	Bypasses bool `json:"bypasses,omitempty"`
 }
+
+// Ref names the hop's rule: "TABLE/CHAIN rule N".
+func (h Hop) Ref() string { return fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule) }
 
 // Conntrack is an existing conntrack entry that decides an established flow.
 type Conntrack struct {

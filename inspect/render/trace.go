@@ -298,18 +298,10 @@ func affinityOf(t *trace.Trace) string {
 		if p.Verdict != trace.Delivered {
 			continue
 		}
-		a := p.Affinity
-		if a == "" {
-			for _, h := range p.Hops {
-				if strings.HasPrefix(h.Verdict, "sticky") {
-					a = h.Table + " " + h.Verdict // Cilium's cilium_lb4_affinity
-				}
-			}
-		}
-		if a == "" {
+		if p.Affinity == "" {
 			return ""
 		}
-		by = a
+		by = p.Affinity
 	}
 	return by
 }

@@ -650,22 +650,28 @@ func selectsBackend(h trace.Hop) bool {
 }
 
 // choice: which endpoint this path takes, and with what chance or turn.
+// affinityChoice is kube-proxy's session affinity as the choice: the rule that matched the client's entry chose,
+// no random draw (nil when the path chose afresh).
+func affinityChoice(p trace.Path) []seg {
+	if p.Affinity == "" {
+		return nil
+	}
+	for i, h := range p.Hops {
+		if h.Matched && h.Ref() == p.Affinity {
+			text := "session affinity: " + p.Affinity
+			if t := target(h); t != "" {
+				text += " → " + t
+			}
+			return []seg{{text + " (this client's entry)", []int{i}}}
+		}
+	}
+	return nil
+}
+
 func (r *reader) choice(p trace.Path) []seg {
 	chance := ""
 	if p.Endpoint != nil && p.Endpoint.Probability > 0 {
 		chance = " (" + percent(p.Endpoint.Probability) + ")"
-	}
-	if p.Affinity != "" {
-		// kube-proxy's session affinity: the rule that matched the client's entry chose, no random draw.
-		for i, h := range p.Hops {
-			if h.Matched && fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule) == p.Affinity {
-				text := "session affinity: " + p.Affinity
-				if t := target(h); t != "" {
-					text += " → " + t
-				}
-				return []seg{{text + " (this client's entry)", []int{i}}}
-			}
-		}
 	}
 	switch r.family {
 	case "ebpf":
@@ -685,7 +691,7 @@ func (r *reader) choice(p trace.Path) []seg {
 				return []seg{{text + chance, []int{i}}}
 			case strings.Contains(h.Function, "ct_lazy_lookup4") && strings.HasPrefix(h.Verdict, "established"):
 				return []seg{{h.Table + ": " + h.Verdict + " (no new choice)", []int{i}}}
-			case strings.Contains(h.Function, "affinity") && strings.HasPrefix(h.Verdict, "sticky"):
+			case p.Affinity != "" && h.Ref() == p.Affinity:
 				return []seg{{h.Table + ": " + h.Verdict + " (session affinity)", []int{i}}}
 			}
 		}
@@ -702,6 +708,9 @@ func (r *reader) choice(p trace.Path) []seg {
 		}
 		return nil
 	case "nftables":
+		if a := affinityChoice(p); a != nil {
+			return a
+		}
 		for i, h := range p.Hops {
 			if h.Matched && strings.Contains(h.Text, "numgen") {
 				text := "gave ?"
@@ -719,6 +728,9 @@ func (r *reader) choice(p trace.Path) []seg {
 		return nil
 	}
 	// iptables: the rule of the Service's chain that sent the packet to an endpoint's chain.
+	if a := affinityChoice(p); a != nil {
+		return a
+	}
 	for i, h := range p.Hops {
 		if h.Matched && isServiceChain(h.Chain) && strings.HasPrefix(target(h), "KUBE-SEP-") {
 			text := fmt.Sprintf("rule %d → %s", h.Rule, target(h))

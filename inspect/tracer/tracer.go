@@ -486,7 +486,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 			t.Notes = append(t.Notes, assumption)
 		} else {
 			missing := o.missing
-			if !knowsAddresses(net) && !(flow.Dport >= NodePortRange[0] && flow.Dport <= NodePortRange[1]) {
+			if !knowsAddresses(net) && !inNodePortRange(flow.Dport) {
 				missing = append(slices.Clone(missing), fmt.Sprintf("whether %s is one of this node's addresses (--local-addresses): for the node's own address and a port outside the NodePort range, the input answers", flow.Dst))
 			}
 			for i, p := range t.Paths {
@@ -664,12 +664,14 @@ func srcString(f trace.Flow) string {
 // NodePortRange is kube-proxy's default --service-node-port-range: where a Service takes a port of every node.
 var NodePortRange = [2]uint16{30000, 32767}
 
+func inNodePortRange(port uint16) bool { return port >= NodePortRange[0] && port <= NodePortRange[1] }
+
 // untranslatedReading is the assumption under which a dump that lacks where Services are translated still
 // answers for a packet: it is for one of the node's own addresses, on a port outside the NodePort range, so no
 // ClusterIP and, by default, no NodePort is in play. It returns the note that says so ("" when the reading does
 // not hold: the path is then unknown).
 func untranslatedReading(net *netstate.State, flow trace.Flow, missing []string) string {
-	if !net.IsLocal(flow.Dst) || net.DeviceOf(flow.Dst) == netstate.IPVSDevice || flow.Dport >= NodePortRange[0] && flow.Dport <= NodePortRange[1] {
+	if !net.IsLocal(flow.Dst) || net.DeviceOf(flow.Dst) == netstate.IPVSDevice || inNodePortRange(flow.Dport) {
 		return ""
 	}
 	var what []string
