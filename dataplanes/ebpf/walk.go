@@ -62,12 +62,13 @@ type walker struct {
 type branch struct {
 	hops []trace.Hop
 	prob float64
-	// affinity is the Ref of the hop where cilium_lb4_affinity held the client's backend ("" for none).
-	affinity string
+	// affinity is the Ref of the hop where cilium_lb4_affinity held the client's backend ("" for none);
+	// localOnly, of the frontend whose external scope holds this node's backends only (eTP Local).
+	affinity, localOnly string
 }
 
 func (b branch) with(h ...trace.Hop) branch {
-	return branch{hops: append(slices.Clone(b.hops), h...), prob: b.prob, affinity: b.affinity}
+	return branch{hops: append(slices.Clone(b.hops), h...), prob: b.prob, affinity: b.affinity, localOnly: b.localOnly}
 }
 
 const (
@@ -139,7 +140,7 @@ func (w *walker) hop(table, fn, text string) trace.Hop {
 
 // finish ends a branch.
 func (w *walker) finish(b branch, verdict string, by *trace.Hop, p trace.Path) {
-	p.Probability, p.Hops, p.Verdict, p.Affinity = b.prob, b.hops, verdict, b.affinity
+	p.Probability, p.Hops, p.Verdict, p.Affinity, p.LocalOnly = b.prob, b.hops, verdict, b.affinity, b.localOnly
 	if by != nil {
 		h := *by
 		p.VerdictBy = &h
@@ -237,6 +238,10 @@ func (w *walker) service(b branch) {
 	}
 	h.Text += " value " + svc.Raw.Value.String()
 	b = b.with(h)
+	if flags&FlagExtLocalScope != 0 {
+		// The agent writes only this node's backends into a Local frontend's external scope.
+		b.localOnly = h.Ref()
+	}
 
 	if flags&FlagSourceRange != 0 {
 		sh, ok := w.sourceRange(svc)

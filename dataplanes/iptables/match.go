@@ -168,8 +168,20 @@ func (m *matcher) evaluate(w *netfilter.Walk) (bool, string, float64) {
 		}
 	}
 	if unknown != "" {
-		m.unknown = unknown
-		return false, "not known: " + unknown, 0
+		// Whether a masquerade matches is the source's question, which the walk answers as unknown on its own;
+		// any other rule's is a fact the walk may be made again with each answer to (see Walk.Suppose).
+		v, ok := false, false
+		if m.target != "MASQUERADE" && m.target != "SNAT" {
+			v, ok = w.Suppose(unknown)
+		}
+		if !ok {
+			m.unknown = unknown
+			return false, "not known: " + unknown, 0
+		}
+		m.unknown = ""
+		if !v {
+			return false, "not known, taken as not matching: " + unknown, 0
+		}
 	}
 	if statistic != nil {
 		return m.random(w, statistic)
@@ -258,6 +270,13 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 	case "-i":
 		return ifaceIs(p.Iif, v), fmt.Sprintf("input interface %s", orNone(p.Iif))
 	case "-o":
+		if w.Net.OutAssumed && p.Oif != "lo" {
+			// A pasted dump has no routes: the interface the packet leaves by was assumed, and this rule
+			// would decide on it (`! -o cbr0 -j MASQUERADE` masquerades only what does not go to the node's
+			// own pods).
+			m.unknown = fmt.Sprintf("the interface the packet leaves by (-o %s in a rule): the input has no routes, and %s was only assumed; --out-iface tells", v, orNone(p.Oif))
+			return false, ""
+		}
 		return ifaceIs(p.Oif, v), fmt.Sprintf("output interface %s", orNone(p.Oif))
 	}
 	switch c.opt {

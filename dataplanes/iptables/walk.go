@@ -110,6 +110,13 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Service: m.service}
 		matched, reason, prob := m.evaluate(w)
 		h.Matched, h.Reason, h.Probability = matched, reason, prob
+		if m.unknown != "" && (m.target == "MASQUERADE" || m.target == "SNAT") {
+			// Whether this rule rewrites the source is not known; where the packet goes is: the walk goes on,
+			// and the source the endpoint sees is unknown, with the reason.
+			w.Add(h)
+			w.SourceUnknown(fmt.Sprintf("the source the endpoint sees: %s/%s rule %d may %s it, and whether it matches needs %s", t.Name, f.chain.Name, idx+1, strings.ToLower(m.target), m.unknown))
+			continue
+		}
 		if m.unknown != "" {
 			w.Add(h)
 			w.Missing("%s (%s/%s rule %d)", m.unknown, t.Name, f.chain.Name, idx+1)
@@ -238,6 +245,9 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 				w.Add(h)
 				w.Missing("chain %s/%s (%s/%s rule %d %s to it; the input does not have it)", t.Name, tg, t.Name, f.chain.Name, idx+1, does)
 				return netfilter.Unknown
+			}
+			if strings.HasPrefix(tg, "KUBE-SVL-") {
+				w.LocalEndpoints(h) // kube-proxy's chain of a Service's endpoints on this node
 			}
 			if m.isGoto {
 				h.Verdict = "goto " + tg

@@ -126,8 +126,9 @@ type Walk struct {
 	hops      []trace.Hop
 	verdictBy *trace.Hop
 	dnat      *netip.AddrPort
-	// affinity names the rule that matched the client's session-affinity entry ("" when none did).
-	affinity string
+	// affinity names the rule that matched the client's session-affinity entry ("" when none did); localOnly,
+	// the rule that sent the packet to the chain of the node's own endpoints.
+	affinity, localOnly string
 	// redirected: the destination was translated by a redirect (REDIRECT, nft redirect), to the node itself.
 	redirected bool
 	snat       netip.Addr
@@ -164,12 +165,39 @@ type Walk struct {
 	alternatives [][]int
 	notes        []string
 	missing      []string
+
+	// suppose is the world a walk is made in: what it takes as true of the facts the input lacks (nil: none,
+	// the first walk); facts are those it met without a supposition (see Suppose).
+	suppose map[string]bool
+	facts   []string
+}
+
+// Suppose is how an engine asks about a fact the input lacks (is the packet in ipset S, which interface does it
+// leave by): in a world Run made to try each answer it returns that world's (ok); otherwise ok is false, the
+// engine says the fact is missing, and Run, when that left the outcome unknown, walks the packet again in every
+// world of the facts met: if all end the same, the input answers after all.
+func (w *Walk) Suppose(fact string) (value, ok bool) {
+	if v, ok := w.suppose[fact]; ok {
+		return v, true
+	}
+	if !contains(w.facts, fact) {
+		w.facts = append(w.facts, fact)
+	}
+	return false, false
 }
 
 // Add records a visited rule (the hook is filled in).
 func (w *Walk) Add(h trace.Hop) {
 	h.Hook = string(w.Hook)
 	w.hops = append(w.hops, h)
+}
+
+// LocalEndpoints records that the rule of h sent the packet to kube-proxy's chain of this node's endpoints only
+// (externalTrafficPolicy or internalTrafficPolicy Local).
+func (w *Walk) LocalEndpoints(h trace.Hop) {
+	if w.localOnly == "" {
+		w.localOnly = h.Ref()
+	}
 }
 
 // Affinity records that the rule of h matched the client's session-affinity entry (xt_recent's list, the
@@ -386,12 +414,15 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 		}
 	}
 	p := order(chains)
-	paths, notes, ct, ends := explore(p.flatten(), owners, net, flow, origin, names)
+	paths, notes, ct, ends, facts := explore(p.flatten(), owners, net, flow, origin, names, nil)
+	if alt, altNotes, ok := eitherWay(p.flatten(), owners, net, flow, origin, names, paths, facts); ok {
+		paths, notes = alt, altNotes
+	}
 	for _, g := range p.open {
 		hops, differ := false, false
 		for pick := 1; pick <= len(g.alts) && !differ; pick++ {
 			g.pick = pick
-			alt, _, _, altEnds := explore(p.flatten(), owners, net, flow, origin, names)
+			alt, _, _, altEnds, _ := explore(p.flatten(), owners, net, flow, origin, names, nil)
 			switch {
 			case !slices.Equal(altEnds, ends):
 				differ = true
@@ -431,7 +462,7 @@ func walked(paths []trace.Path) []string {
 
 // explore walks flow through chains in the order given, once per sequence of random choices. ends are what
 // the paths end in, sorted: their outcomes and the packet as it is at the end, without the rules on the way.
-func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names) (paths []trace.Path, notes []string, ct *trace.Conntrack, ends []string) {
+func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, suppose map[string]bool) (paths []trace.Path, notes []string, ct *trace.Conntrack, ends []string, facts []string) {
 	queue := [][]int{nil}
 	const maxPaths = 4096
 	budget := maxEvaluations
@@ -442,7 +473,7 @@ func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trac
 			notes = append(notes, "stopped exploring paths: the rule-evaluation budget is spent")
 			break
 		}
-		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget, owners: owners}
+		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget, owners: owners, suppose: suppose}
 		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)
@@ -451,9 +482,19 @@ func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trac
 		if p.Endpoint != nil {
 			ep = p.Endpoint.Addr()
 		}
-		ends = append(ends, fmt.Sprintf("%.12g %s %s %s %s %q | %s:%d -> %s:%d mark %#x", p.Probability, p.Verdict, ep, p.SNAT, p.Egress, p.Missing,
-			w.Pkt.Src, w.Pkt.Sport, w.Pkt.Dst, w.Pkt.Dport, w.Pkt.Mark))
+		end := fmt.Sprintf("%.12g %s %s %s %s %q | %s:%d -> %s:%d mark %#x", p.Probability, p.Verdict, ep, p.SNAT, p.Egress, p.Missing,
+			w.Pkt.Src, w.Pkt.Sport, w.Pkt.Dst, w.Pkt.Dport, w.Pkt.Mark)
+		if p.VerdictBy != nil {
+			// Dropped or rejected: the rule that did it is the end; what the packet carried then is not.
+			end = fmt.Sprintf("%.12g %s by %s %q", p.Probability, p.Verdict, p.VerdictBy.Ref(), p.Missing)
+		}
+		ends = append(ends, end)
 		queue = append(queue, w.alternatives...)
+		for _, f := range w.facts {
+			if !contains(facts, f) {
+				facts = append(facts, f)
+			}
+		}
 		if c != nil {
 			ct = c
 		}
@@ -467,7 +508,52 @@ func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trac
 		notes = append(notes, fmt.Sprintf("stopped after %d paths; more random outcomes exist", maxPaths))
 	}
 	slices.Sort(ends)
-	return paths, notes, ct, ends
+	return paths, notes, ct, ends, facts
+}
+
+// maxFacts bounds the worlds eitherWay walks (2^maxFacts).
+const maxFacts = 4
+
+// eitherWay walks again, in every world of the facts the input lacks, a packet whose first walk ended unknown
+// for want of them. When every world ends the same (the same outcomes, endpoints, sources and chances) and none
+// is unknown, the input answers whatever the facts are: it returns the walk of the world where none holds, with a
+// note that says so. ok is false when a world differs, is unknown, or there are too many facts to try.
+func eitherWay(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, paths []trace.Path, facts []string) ([]trace.Path, []string, bool) {
+	if len(facts) == 0 || len(facts) > maxFacts || !slices.ContainsFunc(paths, func(p trace.Path) bool { return p.Verdict == trace.Unknown }) {
+		return nil, nil, false
+	}
+	var first []trace.Path
+	var firstNotes, firstEnds []string
+	facts = slices.Clone(facts)
+	for world := 0; world < 1<<len(facts); world++ {
+		suppose := map[string]bool{}
+		for i, f := range facts {
+			suppose[f] = world&(1<<i) != 0
+		}
+		wp, wn, _, we, wf := explore(chains, owners, net, flow, origin, names, suppose)
+		if len(wf) > 0 {
+			// A world that takes another way meets facts of its own: try every world of them all, afresh.
+			facts = append(facts, wf...)
+			if len(facts) > maxFacts {
+				return nil, nil, false
+			}
+			world = -1
+			continue
+		}
+		if slices.ContainsFunc(wp, func(p trace.Path) bool { return p.Verdict == trace.Unknown }) {
+			return nil, nil, false // unknown for another reason
+		}
+		if world == 0 {
+			first, firstNotes, firstEnds = wp, wn, we
+		} else if !slices.Equal(we, firstEnds) {
+			return nil, nil, false
+		}
+	}
+	note := fmt.Sprintf("the input lacks %s, but the packet ends the same either way: the trace shows the walk where none of it holds", strings.Join(facts, "; and "))
+	if len(facts) == 1 {
+		note = fmt.Sprintf("the input lacks %s, but the packet ends the same either way: the trace shows the walk where it does not hold", facts[0])
+	}
+	return first, append(firstNotes, note), true
 }
 
 func contains(s []string, v string) bool {
@@ -493,7 +579,7 @@ func (w *Walk) run(chains []placed, flow trace.Flow, names Names) (trace.Path, *
 			w.Note("the endpoint %s is an address of this node: the packet is delivered to its socket here", *w.dnat)
 			verdict = trace.Delivered
 		}
-		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing, Affinity: w.affinity}
+		p := trace.Path{Probability: w.prob, Hops: w.hops, Verdict: verdict, VerdictBy: w.verdictBy, Egress: w.egress, Missing: w.missing, Affinity: w.affinity, LocalOnly: w.localOnly}
 		if verdict == trace.Delivered {
 			p.SNAT = w.MasqueradedTo()
 			if w.dnat != nil {

@@ -47,6 +47,9 @@ type State struct {
 	// IPSets are the node's ipsets (read over netlink, members as `ipset save` prints them), which iptables
 	// rules test with -m set.
 	IPSets []IPSet `json:"ipsets,omitempty"`
+	// OutAssumed says the routes were not read but assumed (a pasted dump: everything leaves by eth0), so the
+	// interface a packet leaves by is not known to rules that test it.
+	OutAssumed bool `json:"-"`
 }
 
 // ParseAddresses reads `ip -j addr show`.
@@ -134,7 +137,7 @@ func ParseRoutes(data []byte) ([]Route, error) {
 // by its addresses (a raw rules dump with --local-addresses): each address is local, 127.0.0.0/8 too, and
 // everything else is routed out of eth0 with the first address as source.
 func FromLocalAddresses(addrs []netip.Addr) State {
-	s := State{Routes: []Route{{Table: "local", Type: "local", Dst: netip.MustParsePrefix("127.0.0.0/8"), Dev: "lo"}}}
+	s := State{Routes: []Route{{Table: "local", Type: "local", Dst: netip.MustParsePrefix("127.0.0.0/8"), Dev: "lo"}}, OutAssumed: true}
 	s.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
 	// The default route: a dump does not say where the node sends what is not its own; eth0 is assumed (and
 	// the trace says so), not "no route".

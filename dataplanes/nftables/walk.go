@@ -326,6 +326,9 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 	if e.affinity {
 		e.w.Affinity(hop) // kube-proxy's `ip saddr @affinity-… goto endpoint-…`
 	}
+	if (out.verdict == "goto" || out.verdict == "jump") && strings.HasPrefix(out.target, "local-") {
+		e.w.LocalEndpoints(hop) // kube-proxy's chain of a Service's endpoints on this node
+	}
 	if out.verdict == "drop" || out.verdict == "reject" {
 		e.w.VerdictBy(hop)
 	}

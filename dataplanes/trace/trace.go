@@ -157,6 +157,10 @@ type Path struct {
 	// Affinity names what sent the packet to its endpoint by session affinity (the Ref of the hop that matched
 	// the client's entry), "" when the endpoint was chosen afresh.
 	Affinity string `json:"affinity,omitempty"`
+	// LocalOnly names what restricted the choice to this node's endpoints (externalTrafficPolicy Local: kube-
+	// proxy's local-endpoints chain, Cilium's external scope of a Local frontend), "" when every endpoint could be
+	// chosen.
+	LocalOnly string `json:"localOnly,omitempty"`
 	// NoAnswer, for a path that leaves the node untranslated, says why nothing answers it (its destination is
 	// a ClusterIP on a port the Service does not have: no host owns a ClusterIP); "" when something may.
 	NoAnswer string `json:"noAnswer,omitempty"`
@@ -177,6 +181,24 @@ type Reply struct {
 	// (untranslated) client on its own network and answers it directly, from the pod's address, which
 	// nothing translates back. The client drops that answer, and the connection fails.
 	Bypasses bool `json:"bypasses,omitempty"`
+}
+
+// EveryDelivered is what field gives of every delivered path, when it gives each the same non-empty answer
+// ("" otherwise, or when no path is delivered): what held every path to its endpoint (session affinity, a
+// traffic policy of Local).
+func (t *Trace) EveryDelivered(field func(Path) string) string {
+	by := ""
+	for _, p := range t.Paths {
+		if p.Verdict != Delivered {
+			continue
+		}
+		v := field(p)
+		if v == "" || by != "" && v != by {
+			return ""
+		}
+		by = v
+	}
+	return by
 }
 
 // Ref names the hop's rule: "TABLE/CHAIN rule N".

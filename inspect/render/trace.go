@@ -290,22 +290,6 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 	return nil
 }
 
-// affinityOf names what held every delivered path to its endpoint by session affinity ("" when any path chose
-// afresh): a Service of many endpoints then has one path, which is not "its only endpoint".
-func affinityOf(t *trace.Trace) string {
-	by := ""
-	for _, p := range t.Paths {
-		if p.Verdict != trace.Delivered {
-			continue
-		}
-		if p.Affinity == "" {
-			return ""
-		}
-		by = p.Affinity
-	}
-	return by
-}
-
 // noAnswer says whether every delivered path leaves untranslated for an address nothing answers on.
 func noAnswer(t *trace.Trace) bool {
 	n := 0
@@ -351,9 +335,16 @@ func verdictLine(t *trace.Trace) string {
 		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))
 		if len(t.Endpoints) == 1 {
 			line = "delivered to its only endpoint"
-			if by := affinityOf(t); by != "" {
-				line = fmt.Sprintf("delivered to %s, the endpoint this client's session affinity holds (%s)", t.Endpoints[0].Addr(), by)
+		}
+		if by := t.EveryDelivered(func(p trace.Path) string { return p.LocalOnly }); by != "" {
+			// A traffic policy of Local: the choice is among this node's endpoints, not all of the Service's.
+			line = fmt.Sprintf("delivered to one of the %d endpoints on this node (traffic policy Local: %s)", len(t.Endpoints), by)
+			if len(t.Endpoints) == 1 {
+				line = fmt.Sprintf("delivered to the only endpoint on this node (traffic policy Local: %s)", by)
 			}
+		}
+		if by := t.EveryDelivered(func(p trace.Path) string { return p.Affinity }); by != "" && len(t.Endpoints) == 1 {
+			line = fmt.Sprintf("delivered to %s, the endpoint this client's session affinity holds (%s)", t.Endpoints[0].Addr(), by)
 		}
 		if r := firstReply(t); r != nil && r.Bypasses {
 			line += ", but the reply bypasses this node: the connection fails (see Reply)"

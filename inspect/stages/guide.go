@@ -1,11 +1,28 @@
 package stages
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+)
 
 // guide says a stage in the guide's terms: the guide walks kube-proxy's iptables chains (KUBE-SERVICES,
 // KUBE-NODEPORTS, KUBE-SVC, KUBE-SEP, KUBE-MARK-MASQ, KUBE-POSTROUTING); each sentence names what the trace's
 // dataplane does in their place. A sentence only says what the stage's text shows.
 func guide(r *reader, s Stage) string {
+	g := guideSentence(r, s)
+	shown := len(s.Paths) > 0 || s.Text != Unknown && s.Text != None && !strings.HasPrefix(s.Text, None+": ")
+	if s.Key == Choice && shown {
+		if local := r.t.EveryDelivered(func(p trace.Path) string { return p.LocalOnly }); local != "" {
+			// A traffic policy of Local narrows the choice before any engine's way of making it.
+			g = "Only among this node's endpoints (a traffic policy of Local, " + local + "). " + g
+		}
+	}
+	return g
+}
+
+// guideSentence is a stage in the guide's terms, each engine's way.
+func guideSentence(r *reader, s Stage) string {
 	text := strings.Join(s.All(), " ")
 	switch {
 	case len(s.Paths) > 0:
@@ -48,11 +65,17 @@ func guide(r *reader, s Stage) string {
 	case Service:
 		switch r.family {
 		case "iptables":
+			if has("KUBE-SVL-") {
+				return "With a traffic policy of Local, which the guide does not show, the packet reaches the Service's KUBE-SVL chain, which holds only this node's endpoints, in place of its KUBE-SVC chain."
+			}
 			if has("KUBE-EXT-") {
 				return "The packet reaches the Service's KUBE-SVC chain, as in the guide, but by way of a KUBE-EXT chain (Kubernetes 1.25 and later), which the guide does not show."
 			}
 			return "As in the guide, the packet reaches the Service's own KUBE-SVC chain."
 		case "nftables":
+			if has("local-") {
+				return "With a traffic policy of Local, which the guide does not show, the packet reaches the Service's local-… chain (iptables' KUBE-SVL), which holds only this node's endpoints, in place of its service-… chain."
+			}
 			if has("external-") {
 				return "The guide's KUBE-SVC chain is the service-… chain here, reached through the external-… chain (iptables' KUBE-EXT)."
 			}

@@ -396,7 +396,10 @@ func target(h trace.Hop) string {
 // isServiceChain says whether a chain is a Service's own (where the endpoint is chosen): iptables' KUBE-SVC-…,
 // nftables' service-….
 func isServiceChain(c string) bool {
-	return strings.HasPrefix(c, "KUBE-SVC-") || strings.HasPrefix(c, "service-")
+	// With a traffic policy of Local, the chain of the Service's endpoints on this node: iptables' KUBE-SVL-…,
+	// nftables' local-XXXXXXXX-NAMESPACE/NAME/PROTO/PORT.
+	return strings.HasPrefix(c, "KUBE-SVC-") || strings.HasPrefix(c, "service-") || strings.HasPrefix(c, "KUBE-SVL-") ||
+		strings.HasPrefix(c, "local-") && strings.Count(c, "/") >= 2
 }
 
 // isExternalChain: iptables' KUBE-EXT-… (since Kubernetes 1.25), nftables' external-….

@@ -269,3 +269,27 @@ func gunzipped(t *testing.T, file string) string {
 	}
 	return out
 }
+
+// TestPolicyLocalAndAffinity (issue 35): a traffic policy of Local and session affinity narrow the choice, and
+// the explanation says so; before, both read "its only endpoint" (or "every endpoint gets 1/N").
+func TestPolicyLocalAndAffinity(t *testing.T) {
+	tr := traceOf(t, "testdata/netns-nftables-etp-local-worker2.json", "172.18.0.4:32242", "client")
+	if len(tr.Endpoints) != 1 || tr.Endpoints[0].Addr() != "10.244.4.2:80" || tr.Paths[0].LocalOnly == "" {
+		t.Fatalf("endpoints %+v, local only %q", tr.Endpoints, tr.Paths[0].LocalOnly)
+	}
+	got := stages.Of(tr)
+	if g := stages.Find(got, stages.Choice).Guide; !strings.HasPrefix(g, "Only among this node's endpoints") {
+		t.Errorf("choice: %q", g)
+	}
+	if s := stages.Find(got, stages.Service); !strings.Contains(s.Text, "local-") || !strings.Contains(s.Guide, "traffic policy of Local") {
+		t.Errorf("service: %q / %q", s.Text, s.Guide)
+	}
+	tr = traceOf(t, "testdata/netns-nftables-affinity-worker.json", "172.18.0.3:32242", "client")
+	if len(tr.Endpoints) != 1 || tr.Endpoints[0].Addr() != "10.244.2.3:80" || tr.Paths[0].Affinity == "" {
+		t.Fatalf("endpoints %+v, affinity %q", tr.Endpoints, tr.Paths[0].Affinity)
+	}
+	got = stages.Of(tr)
+	if c := stages.Find(got, stages.Choice); !strings.Contains(c.Text, "session affinity") || !strings.HasPrefix(c.Guide, "Session affinity") {
+		t.Errorf("choice: %q / %q", c.Text, c.Guide)
+	}
+}

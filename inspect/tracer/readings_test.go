@@ -19,8 +19,9 @@ type readingCase struct {
 	req    Request
 	local  []string
 	want   string
-	// endpoint is the one endpoint every delivering path reaches ("" for none).
-	endpoint string
+	// endpoint is the one endpoint every delivering path reaches ("" for none); snat, the source every
+	// delivering path's endpoint sees ("" for no check).
+	endpoint, snat string
 	// note and missing are words the trace's notes or Missing must hold ("" for none); noMissing says
 	// Missing must be empty.
 	note, missing string
@@ -56,6 +57,11 @@ func runReadings(t *testing.T, cases []readingCase) {
 			}
 			if tc.endpoint != "" && (len(tr.Endpoints) != 1 || tr.Endpoints[0].Addr() != tc.endpoint) {
 				t.Errorf("endpoints %+v, want only %s", tr.Endpoints, tc.endpoint)
+			}
+			for _, p := range tr.Paths {
+				if tc.snat != "" && p.Verdict == trace.Delivered && p.SNAT != tc.snat {
+					t.Errorf("a path's endpoint sees %q, want %q", p.SNAT, tc.snat)
+				}
 			}
 			if !strings.Contains(notes, tc.note) {
 				t.Errorf("notes lack %q:\n%s", tc.note, notes)
@@ -106,6 +112,14 @@ func TestReadingsOfPastes(t *testing.T) {
 		// Without -v the interfaces are not shown: "ACCEPT all -- anywhere anywhere" is `-i lo -j ACCEPT`.
 		{name: "iptables -L hides -i lo", file: "filter-L.txt", local: node,
 			req: Request{Dst: "192.168.1.10:8080"}, want: trace.Unknown, missing: "paste `iptables -L -v`"},
+		// `! -o cbr0 -j MASQUERADE` with no routes in the input: where the packet goes is known, the source
+		// the pod sees is not (it was decided as if the packet left by the assumed eth0); --out-iface tells.
+		{name: "! -o cbr0 MASQUERADE, no routes", file: "masquerade-out-iface.save",
+			req: Request{Dst: "10.0.0.144:80", Src: "10.244.1.9"}, want: trace.Delivered, snat: trace.Unknown, note: "nat/POSTROUTING rule 3 may masquerade it"},
+		{name: "! -o cbr0 MASQUERADE, --out-iface cbr0", file: "masquerade-out-iface.save",
+			req: Request{Dst: "10.0.0.144:80", Src: "10.244.1.9", OutIface: "cbr0"}, want: trace.Delivered, snat: "10.244.1.9"},
+		{name: "! -o cbr0 MASQUERADE, --out-iface eth0", file: "masquerade-out-iface.save",
+			req: Request{Dst: "10.0.0.144:80", Src: "10.244.1.9", OutIface: "eth0"}, want: trace.Delivered, snat: "eth0's address (not in the input: --local-addresses)"},
 	})
 }
 

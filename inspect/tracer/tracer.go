@@ -422,6 +422,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 					n.Routes[i].Dev = req.OutIface
 				}
 			}
+			n.OutAssumed = false // given
 			net = &n
 		}
 		in, out := origin.Iif, cmp.Or(req.OutIface, "eth0")

@@ -26,6 +26,7 @@ type goldenCase struct {
 func goldenCases() []goldenCase {
 	const app = "testdata/"
 	const ipt, nft, ipvs = "../../../dataplanes/iptables/testdata/", "../../../dataplanes/nftables/testdata/", "../../../dataplanes/ipvs/testdata/"
+	const stg = "../../../inspect/stages/testdata/"
 	traces := []goldenCase{
 		{"iptables-nodeport", []string{"--snapshot", app + "iptables-worker2.v1.json", "--dst", "172.18.0.4:31758"}},
 		{"iptables-nodeport-from-node", []string{"--snapshot", app + "iptables-worker2.v1.json", "--dst", "172.18.0.4:31758", "--from", "node"}},
@@ -41,6 +42,9 @@ func goldenCases() []goldenCase {
 		{"pasted-nft-list-ruleset", []string{"--snapshot", nft + "nftables-worker.nft", "--local-addresses", "172.18.0.3,10.244.1.1", "--dst", "172.18.0.3:30696"}},
 		{"pasted-nft-json", []string{"--snapshot", nft + "nftables-worker.json", "--local-addresses", "172.18.0.3,10.244.1.1", "--dst", "172.18.0.3:30696"}},
 		{"pasted-ipvsadm", []string{"--snapshot", ipvs + "vm-ipvsadm-Ln.txt", "--local-addresses", "172.18.0.2", "--dst", "172.18.0.2:30080"}},
+		// Issue 35: a traffic policy of Local, and a client session affinity holds, are said as such.
+		{"nftables-etp-local", []string{"--snapshot", stg + "netns-nftables-etp-local-worker2.json", "--dst", "172.18.0.4:32242"}},
+		{"nftables-affinity", []string{"--snapshot", stg + "netns-nftables-affinity-worker.json", "--dst", "172.18.0.3:32242"}},
 	}
 	var out []goldenCase
 	for _, c := range traces {
@@ -60,7 +64,7 @@ func goldenCases() []goldenCase {
 		}
 	}
 	// --explain: the table, then a sentence per stage in the guide's terms.
-	for _, name := range []string{"iptables-nodeport", "iptables-clusterip-from-pod", "nftables-nodeport", "ipvs-nodeport", "ebpf-nodeport"} {
+	for _, name := range []string{"iptables-nodeport", "iptables-clusterip-from-pod", "nftables-nodeport", "ipvs-nodeport", "ebpf-nodeport", "nftables-etp-local", "nftables-affinity"} {
 		for _, c := range traces {
 			if c.name == name {
 				out = append(out, goldenCase{name + "-explain.table", append(append([]string{"trace"}, c.args...), "--explain")})
