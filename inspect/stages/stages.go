@@ -566,7 +566,7 @@ func (r *reader) choiceSummary() seg {
 		chain := ""
 		for pi, p := range t.Paths {
 			for i, h := range p.Hops {
-				if !strings.HasPrefix(h.Chain, "KUBE-SVC-") || !strings.Contains(h.Text, "-j KUBE-SEP-") {
+				if !isServiceChain(h.Chain) || !strings.Contains(h.Text, "-j KUBE-SEP-") {
 					continue
 				}
 				if !h.Matched && h.Probability == 0 {

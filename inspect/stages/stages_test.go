@@ -284,6 +284,14 @@ func TestPolicyLocalAndAffinity(t *testing.T) {
 	if s := stages.Find(got, stages.Service); !strings.Contains(s.Text, "local-") || !strings.Contains(s.Guide, "traffic policy of Local") {
 		t.Errorf("service: %q / %q", s.Text, s.Guide)
 	}
+	tr = traceOf(t, "testdata/netns-iptables-etp-local-worker.json", "172.18.0.3:32168", "client")
+	if len(tr.Endpoints) != 2 || tr.Paths[0].LocalOnly == "" {
+		t.Fatalf("iptables: endpoints %+v, local only %q", tr.Endpoints, tr.Paths[0].LocalOnly)
+	}
+	got = stages.Of(tr)
+	if c := stages.Find(got, stages.Choice); !strings.Contains(c.Text, "KUBE-SVL-") || !strings.Contains(c.Guide, "statistic --mode random") || !strings.HasPrefix(c.Guide, "Only among") {
+		t.Errorf("iptables choice: %q / %q", c.Text, c.Guide)
+	}
 	tr = traceOf(t, "testdata/netns-nftables-affinity-worker.json", "172.18.0.3:32242", "client")
 	if len(tr.Endpoints) != 1 || tr.Endpoints[0].Addr() != "10.244.2.3:80" || tr.Paths[0].Affinity == "" {
 		t.Fatalf("endpoints %+v, affinity %q", tr.Endpoints, tr.Paths[0].Affinity)
