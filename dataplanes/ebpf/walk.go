@@ -1,6 +1,7 @@
 package ebpf
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -148,11 +149,24 @@ func (w *walker) finish(b branch, verdict string, by *trace.Hop, p trace.Path) {
 	w.paths = append(w.paths, p)
 }
 
-// drop ends a branch with the datapath's drop reason on its last hop.
+// drop ends a branch with the datapath's drop reason on its last hop. What dropped it is the program, for the
+// reason it reports (the drop notification's, as `cilium-dbg monitor --type drop` prints it), not the map its
+// last lookup read.
 func (w *walker) drop(b branch, reason string) {
 	last := &b.hops[len(b.hops)-1]
 	last.Verdict = "drop (" + reason + ")"
-	w.finish(b, trace.Dropped, last, trace.Path{})
+	by := trace.Hop{Hook: last.Hook, Chain: w.chain, Function: last.Function, Matched: true, Verdict: last.Verdict,
+		Text: fmt.Sprintf("%s (%s) after %s", reason, dropReasons[reason], cmp.Or(last.Function, last.Table))}
+	w.finish(b, trace.Dropped, &by, trace.Path{})
+}
+
+// dropReasons are the datapath's drop reasons this walk ends in, in Cilium's words (pkg/monitor/api's
+// errors table).
+var dropReasons = map[string]string{
+	"DROP_NO_SERVICE":       "Service backend not found",
+	"DROP_NOT_IN_SRC_RANGE": "Denied by LB src range check",
+	"DROP_IS_CLUSTER_IP":    "Is a ClusterIP",
+	"DROP_INVALID":          "Invalid packet",
 }
 
 // pass ends a branch where cil_from_netdev lets the packet continue to the kernel's stack untranslated.

@@ -438,8 +438,11 @@ func (w *walker) noService(b branch, svc ServiceEntry, why string) {
 		// handle_nonroutable_endpoints_v4: drop for eTP=Local (external) / iTP=Local (internal) frontends,
 		// else let the packet continue to the stack.
 		if flags.External() && flags&FlagExtLocalScope != 0 || !flags.External() && flags&FlagIntLocalScope != 0 {
-			addReason(last, why+"; enable_no_service_endpoints_routable is off and the traffic policy is Local")
-			w.drop(b, "DROP_NO_SERVICE")
+			// Its own hop: the drop is this function's, for the traffic policy, not the lookup's before it.
+			h := w.hop("", "handle_nonroutable_endpoints_v4", "traffic policy Local, no backend on this node")
+			h.Matched = true
+			h.Reason = why + "; enable_no_service_endpoints_routable is off and the traffic policy is Local: this node's scope of the frontend holds its own backends only"
+			w.drop(b.with(h), "DROP_NO_SERVICE")
 			return
 		}
 		w.pass(b, why+"; enable_no_service_endpoints_routable is off: handle_nonroutable_endpoints_v4 lets it continue to the stack")
@@ -447,8 +450,10 @@ func (w *walker) noService(b branch, svc ServiceEntry, why string) {
 	}
 	known := w.prog != nil && len(w.prog.TailCalls) > 0
 	if known && !slices.Contains(w.prog.TailCalls, callNoService) {
-		addReason(last, why+"; bpf_host was built without SERVICE_NO_BACKEND_RESPONSE")
-		w.drop(b, "DROP_NO_SERVICE")
+		h := w.hop("", "nodeport_svc_lb4", "no backend, and no reply to send")
+		h.Matched = true
+		h.Reason = why + "; bpf_host was built without SERVICE_NO_BACKEND_RESPONSE, so DROP_NO_SERVICE from lb4_local drops the packet"
+		w.drop(b.with(h), "DROP_NO_SERVICE")
 		return
 	}
 	addReason(last, why)

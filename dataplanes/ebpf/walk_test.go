@@ -285,6 +285,12 @@ func TestWalkEmptyService(t *testing.T) {
 		setValue(t, s, ServiceKey{Address: nodeIP, Port: 30600, Proto: 6}, func(v *ServiceValue) { v.Flags |= uint8(FlagExtLocalScope) })
 	}); tr.Verdict != trace.Dropped {
 		t.Errorf("eTP=Local without endpoints: %s, want dropped", tr.Verdict)
+	} else if by := tr.Paths[0].VerdictBy; by.Function != "handle_nonroutable_endpoints_v4" || !strings.HasPrefix(by.Text, "DROP_NO_SERVICE (Service backend not found)") {
+		// Issue 35: the datapath's own drop and reason, not the conntrack lookup before it.
+		t.Errorf("eTP=Local without endpoints: dropped by %+v", by)
+	}
+	if tr := build(func(s *State) { s.Programs[0].TailCalls = []uint32{1, 15} }); tr.Paths[0].VerdictBy.Function != "nodeport_svc_lb4" {
+		t.Errorf("built without SERVICE_NO_BACKEND_RESPONSE: dropped by %+v", tr.Paths[0].VerdictBy)
 	}
 }
 

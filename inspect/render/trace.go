@@ -378,6 +378,9 @@ func verdictLine(t *trace.Trace) string {
 // decidedBy names the hop that dropped or rejected a packet: its table, chain and rule number, or without a
 // number where none decided (a chain's policy, an eBPF program's own code).
 func decidedBy(h *trace.Hop) string {
+	if h.Table == "" {
+		return h.Chain // a program, not a table of rules
+	}
 	if h.Rule == 0 {
 		return h.Table + "/" + h.Chain
 	}

@@ -313,6 +313,10 @@ func (r *reader) fallback(key string, p trace.Path) string {
 	case p.Verdict == trace.Unknown && len(p.Missing) > 0:
 		return Unknown + ": the input lacks " + strings.Join(p.Missing, "; ")
 	case p.Verdict == trace.Dropped || p.Verdict == trace.Rejected:
+		if by := p.VerdictBy; by != nil && by.Table == "" && by.Function != "" {
+			// An eBPF program's own drop: the program and its reason, not the map it read last.
+			return fmt.Sprintf("%s: %s by %s: %s", None, p.Verdict, by.Chain, by.Text)
+		}
 		if p.VerdictBy != nil {
 			return fmt.Sprintf("%s: %s by %s", None, p.Verdict, at(*p.VerdictBy))
 		}

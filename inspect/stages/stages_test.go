@@ -203,7 +203,7 @@ func TestEBPFNodePort(t *testing.T) {
 // This snapshot predates the lab's Cilium endpoints: its pods' packets meet bpf_host on cni0, whose frontend
 // lookup drops a ClusterIP. Every stage after the drop says none, and why; none guesses.
 func TestEBPFClusterIPFromPodDropped(t *testing.T) {
-	drop := "none: dropped by cilium_lb4_services_v2 (nodeport_lb4 → lb4_lookup_service)"
+	drop := "none: dropped by cil_from_netdev: DROP_IS_CLUSTER_IP (Is a ClusterIP) after nodeport_lb4 → lb4_lookup_service"
 	check(t, stages.Of(traceOf(t, app+"ebpf-worker2.v1.json", "10.96.197.157:80", "pod/web-6b4fbbd7c4-dr8jk")), want{
 		stages.Match:   {"cilium_lb4_services_v2 lookup (nodeport_lb4 → lb4_lookup_service): 10.96.197.157:80/TCP: drop (DROP_IS_CLUSTER_IP)"},
 		stages.Service: {drop}, stages.Choice: {drop}, stages.DNAT: {drop}, stages.SNAT: {drop}, stages.Source: {drop}, stages.Reply: {drop},
