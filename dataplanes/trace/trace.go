@@ -201,8 +201,13 @@ func (t *Trace) EveryDelivered(field func(Path) string) string {
 	return by
 }
 
-// Ref names the hop's rule: "TABLE/CHAIN rule N".
-func (h Hop) Ref() string { return fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule) }
+// Ref names the hop's rule: "TABLE/CHAIN rule N", or for an eBPF program's step "MAP (FUNCTION)".
+func (h Hop) Ref() string {
+	if h.Function != "" {
+		return strings.TrimSpace(h.Table + " (" + h.Function + ")")
+	}
+	return fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule)
+}
 
 // Conntrack is an existing conntrack entry that decides an established flow.
 type Conntrack struct {
