@@ -44,6 +44,12 @@ func walkSock(s *State, flow trace.Flow, sender *EndpointEntry, names func(netip
 		w.note("no load-time configuration of cil_sock4_connect was read: the walk assumes Cilium's defaults")
 	}
 	w.runSock()
+	if sender == nil && s.NodeConfig == nil && w.prog != nil {
+		// The netns lab (no Cilium node_config.h) attaches the socket LB to each node's own cgroup, never to the
+		// host's root: only the node's processes are in it. Cilium on a real node attaches it at the cgroup
+		// root, where every process of the node is.
+		w.note("the socket LB is attached to the node's cgroup: it translates connect() of the node's processes (`k8sguide exec NODE -- …` runs there); a process that only enters the node's network namespace (`ip netns exec LAB-NODE …`) is outside that cgroup, so its connection to a Service leaves untranslated and, for a ClusterIP, nothing answers")
+	}
 	return w.paths, w.notes, w.ct
 }
 
