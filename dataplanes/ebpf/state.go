@@ -193,6 +193,20 @@ type IPCacheEntry struct {
 
 // ipcache is lookup_ip4_remote_endpoint(addr, 0): the longest prefix of the local cluster holding addr; ok is
 // false when the map was not read or holds none.
+// isNodeAddress says whether a is one of the node's own addresses: an address of an interface a program is on,
+// or one the ipcache gives the host identity.
+func (s *State) isNodeAddress(a netip.Addr) bool {
+	for _, p := range s.Programs {
+		for _, pfx := range p.Addrs {
+			if pfx.Addr() == a {
+				return true
+			}
+		}
+	}
+	e, ok := s.ipcache(a)
+	return ok && e.Key.PrefixLen == 32 && e.Value.Identity == IdentityHost
+}
+
 func (s *State) ipcache(a netip.Addr) (IPCacheEntry, bool) {
 	best, found := IPCacheEntry{}, false
 	for _, e := range s.IPCache {

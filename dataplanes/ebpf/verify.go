@@ -61,13 +61,13 @@ func (Engine) Check(v *trace.Verification, part json.RawMessage, flow trace.Flow
 			v.Path = i
 		}
 	}
-	delivers := false
+	delivers := false // to a backend: an untranslated path writes no service entry either
 	for _, p := range pred.Paths {
-		delivers = delivers || p.Verdict == trace.Delivered
+		delivers = delivers || p.Verdict == trace.Delivered && p.Endpoint != nil
 	}
 	switch {
 	case len(v.Kernel) == 0 && !delivers && len(pred.Paths) > 0:
-		// Predicted not to be load-balanced (dropped, or passed to the node's stack): the datapath must have
+		// Predicted not to be load-balanced (dropped, or passed to the node's stack untranslated): the datapath must have
 		// written no service entry, and the connection must end as the path says.
 		v.Path = 0
 		kernel := "(no conntrack service entry)"

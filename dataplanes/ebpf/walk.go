@@ -174,6 +174,12 @@ func (w *walker) pass(b branch, why string) {
 	last := &b.hops[len(b.hops)-1]
 	last.Verdict = "pass to the stack"
 	addReason(last, why)
+	if !w.s.isNodeAddress(w.flow.Dst) {
+		// Not the node's: the stack routes it on as it is (a ClusterIP on a port its Service lacks leaves by
+		// the default route, where nothing owns it).
+		w.finish(b, trace.Delivered, nil, trace.Path{Egress: "the node's stack, untranslated"})
+		return
+	}
 	w.finish(b, trace.Local, nil, trace.Path{})
 }
 

@@ -226,9 +226,10 @@ func TestWalkConntrackBackendGone(t *testing.T) {
 
 func TestWalkNoFrontend(t *testing.T) {
 	s, _ := threeBackends(t)
-	// An address that is no frontend at all: passed on to the stack.
+	// An address that is no frontend at all (another node's): passed on to the stack, which routes it on
+	// untranslated.
 	tr := walk(t, s, "172.18.0.100:40000", "172.18.0.3:30510", "tcp")
-	if tr.Verdict != trace.Local || len(tr.Paths) != 1 {
+	if tr.Verdict != trace.Delivered || len(tr.Paths) != 1 || tr.Paths[0].Endpoint != nil {
 		t.Fatalf("verdict %s, %d paths", tr.Verdict, len(tr.Paths))
 	}
 	if h := tr.Paths[0].Hops[0]; h.Matched || !strings.Contains(h.Reason, "no frontend 172.18.0.3:30510/TCP") {
