@@ -177,7 +177,7 @@ func (w *walker) pass(b branch, why string) {
 	if !w.s.isNodeAddress(w.flow.Dst) {
 		// Not the node's: the stack routes it on as it is (a ClusterIP on a port its Service lacks leaves by
 		// the default route, where nothing owns it).
-		w.finish(b, trace.Delivered, nil, trace.Path{Egress: "the node's stack, untranslated"})
+		w.finish(b, trace.Delivered, nil, trace.Path{Egress: "the node's routing"})
 		return
 	}
 	w.finish(b, trace.Local, nil, trace.Path{})

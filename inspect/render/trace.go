@@ -335,6 +335,9 @@ func verdictLine(t *trace.Trace) string {
 		line := fmt.Sprintf("delivered to one of %d endpoints", len(t.Endpoints))
 		if len(t.Endpoints) == 1 {
 			line = "delivered to its only endpoint"
+			if e := t.Endpoints[0]; e.Addr() == t.Packet.Dst && e.Pod != "" {
+				line = "delivered untranslated to pod " + e.Pod + ", whose address it is"
+			}
 		}
 		if by := t.EveryDelivered(func(p trace.Path) string { return p.LocalOnly }); by != "" {
 			// A traffic policy of Local: the choice is among this node's endpoints, not all of the Service's.

@@ -138,6 +138,7 @@ func TestUntranslatedForward(t *testing.T) {
 	}
 	s.Kubernetes = &snapshot.Kubernetes{
 		Nodes:    []snapshot.Node{{Name: "t1-worker", IP: "172.18.0.3"}},
+		Pods:     []snapshot.Pod{{Namespace: "default", Name: "web-2", IP: "10.244.2.2", Node: "t1-worker2"}},
 		Services: []snapshot.Service{{Namespace: "default", Name: "web", ClusterIP: "10.96.12.123", Ports: []snapshot.ServicePort{{Protocol: "TCP", Port: 80, NodePort: 31103}}}},
 	}
 	tr, err := Trace(s, Request{Dst: "10.96.12.123:8080", From: "node"})
@@ -161,5 +162,13 @@ func TestUntranslatedForward(t *testing.T) {
 	if p := tr.Paths[0]; p.NoAnswer != "" || p.Reply == nil || strings.Contains(p.Reply.Text, "pod") ||
 		!strings.Contains(strings.Join(tr.Notes, "\n"), "no node, pod or Service of the cluster owns it") {
 		t.Errorf("an address nobody in the cluster owns: path %+v, notes %q", p, tr.Notes)
+	}
+	// A pod's own address: the pod answers, untranslated (verify took the answer as "no predicted path").
+	tr, err = Trace(s, Request{Dst: "10.244.2.2:80", From: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Paths[0]; p.Endpoint == nil || p.Endpoint.Pod != "default/web-2" || !trace.AnsweredBy(p, trace.Connection{Answered: true, Pod: "web-2"}) {
+		t.Errorf("a pod's own address: path %+v", p)
 	}
 }

@@ -531,6 +531,12 @@ func untranslatedForward(s *snapshot.Snapshot, paths []trace.Path, f trace.Flow)
 			where += " by " + p.Egress
 		}
 		dst := netip.AddrPortFrom(f.Dst, f.Dport)
+		if pod, node := s.PodByIP(f.Dst); pod != "" {
+			// Addressed to a pod itself: that pod is who answers, untranslated, if it listens on the port.
+			paths[i].Endpoint = &trace.Endpoint{IP: f.Dst.String(), Port: int(f.Dport), Pod: pod, Node: node}
+			notes = append(notes, fmt.Sprintf("no rule translated %s %s, pod %s's own address: %s untranslated, and the pod answers if it listens on port %d", f.Proto, dst, pod, where, f.Dport))
+			continue
+		}
 		if svc, ports := clusterIPOf(s, f.Dst); svc != "" {
 			paths[i].NoAnswer = fmt.Sprintf("%s is the ClusterIP of %s, which has no %s port %d (its ports: %s), and no host owns a ClusterIP", f.Dst, svc, f.Proto, f.Dport, ports)
 			paths[i].Reply = nil
