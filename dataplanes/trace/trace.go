@@ -201,10 +201,14 @@ func (t *Trace) EveryDelivered(field func(Path) string) string {
 	return by
 }
 
-// Ref names the hop's rule: "TABLE/CHAIN rule N", or for an eBPF program's step "MAP (FUNCTION)".
+// Ref names the hop's rule: "TABLE/CHAIN rule N", or for an eBPF program's step "MAP (FUNCTION)" (FUNCTION
+// alone where it read no map).
 func (h Hop) Ref() string {
-	if h.Function != "" {
-		return strings.TrimSpace(h.Table + " (" + h.Function + ")")
+	switch {
+	case h.Function != "" && h.Table == "":
+		return h.Function
+	case h.Function != "":
+		return h.Table + " (" + h.Function + ")"
 	}
 	return fmt.Sprintf("%s/%s rule %d", h.Table, h.Chain, h.Rule)
 }

@@ -366,10 +366,7 @@ var (
 func at(h trace.Hop) string {
 	switch {
 	case h.Function != "":
-		if h.Table == "" {
-			return h.Function
-		}
-		return h.Table + " (" + h.Function + ")"
+		return h.Ref()
 	case h.Table == "ipvs":
 		return "IPVS " + strings.TrimSpace(h.Chain)
 	case h.Rule == 0:
