@@ -87,6 +87,9 @@ type Opened struct {
 	// Missing names what the part lacks that a Service's answer needs (the nat table, any base chain, the
 	// IPVS table an IPVS-mode node's rules hand Services to): a path that ends untranslated is then unknown.
 	Missing []string
+	// MissingAfterFilter says every Missing item acts after the filter table's INPUT and FORWARD chains (the
+	// IPVS table: IPVS takes a packet at LOCAL_IN, after filter INPUT): a drop or reject there stands without it.
+	MissingAfterFilter bool
 	// Walker, when set, walks a packet itself instead of the netfilter walker (Cilium's bpf_host takes the packet
 	// at tc ingress, before netfilter, and redirects it past the node's stack). It is used when this engine is
 	// the node's dataplane.

@@ -376,6 +376,7 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 		return nil, fmt.Errorf("iptables part: %v", err)
 	}
 	o := &dataplanes.Opened{}
+	ipvsMissing := 0 // how many of o.Missing are the IPVS table
 	for _, backend := range Backends {
 		text, ok := part[backend]
 		if !ok {
@@ -412,6 +413,7 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 			// kube-proxy's IPVS mode keeps only marks and accepts in iptables; IPVS, at INPUT, picks the
 			// backend. Without its table a Service's packet looks "answered by the node's own socket".
 			o.Missing = append(o.Missing, "the IPVS table (`ipvsadm -Ln`): this node runs kube-proxy in IPVS mode (its rules match ipset "+set+"), and IPVS, not iptables, picks the backend")
+			ipvsMissing++
 		}
 		if _, ok := r.Tables["nat"]; !ok && r.Partial && r.Tables["filter"] != nil {
 			// `iptables -nvL`, the commonest paste, lists the filter table only.
@@ -424,6 +426,7 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 			o.Missing = append(o.Missing, "the nat table, where kube-proxy translates Services: the input has only "+strings.Join(sortedKeys(r.Tables), ", "))
 		}
 	}
+	o.MissingAfterFilter = ipvsMissing > 0 && len(o.Missing) == ipvsMissing
 	return o, nil
 }
 

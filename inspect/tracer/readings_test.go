@@ -172,3 +172,36 @@ func TestUntranslatedForward(t *testing.T) {
 		t.Errorf("a pod's own address: path %+v", p)
 	}
 }
+
+// TestIPVSModeWithoutTable (issue 35): an IPVS-mode node's `iptables-save` and `ipset save` (the IPVS test VM's,
+// dataplanes/ipvs/testdata), without `ipvsadm -Ln`. A port its ClusterIP does not serve is rejected by
+// KUBE-IPVS-FILTER in filter INPUT, before IPVS (at LOCAL_IN) would see it: the missing table cannot change
+// that, and the answer is the one the VM's whole snapshot gives. A served port stays unknown: IPVS picks.
+func TestIPVSModeWithoutTable(t *testing.T) {
+	var paste []byte
+	for _, part := range []struct{ cmd, file string }{{"iptables-save", "vm-iptables-save.txt"}, {"ipset save", "vm-ipset-save.txt"}} {
+		raw, err := os.ReadFile("../../dataplanes/ipvs/testdata/" + part.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paste = append(append(paste, "$ "+part.cmd+"\n"...), raw...)
+	}
+	s, err := Load(paste, []netip.Addr{netip.MustParseAddr("172.18.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dst, want string
+	}{{"10.96.0.100:81", trace.Rejected}, {"10.96.0.100:80", trace.Unknown}} {
+		tr, err := Trace(s, Request{Dst: tc.dst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Verdict != tc.want {
+			t.Errorf("%s: %s, want %s (missing %q)", tc.dst, tr.Verdict, tc.want, tr.Missing)
+		}
+		if tc.want == trace.Rejected && (tr.Paths[0].VerdictBy == nil || tr.Paths[0].VerdictBy.Chain != "KUBE-IPVS-FILTER") {
+			t.Errorf("%s: rejected by %+v", tc.dst, tr.Paths[0].VerdictBy)
+		}
+	}
+}

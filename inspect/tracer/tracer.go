@@ -108,6 +108,16 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			}
 			ipsets = append(ipsets, sets...)
 			readAs = append(readAs, how)
+			for _, set := range sets {
+				if set.Name == "KUBE-IPVS-IPS" {
+					// kube-proxy's IPVS mode lists in this set every address it binds on kube-ipvs0.
+					for _, m := range set.Members {
+						if a, err := netip.ParseAddr(m); err == nil {
+							served = append(served, a)
+						}
+					}
+				}
+			}
 			continue
 		}
 		read := false
@@ -278,8 +288,10 @@ type opened struct {
 	dataplane dataplanes.Name
 	rulesets  []netfilter.Ruleset
 	walker    dataplanes.PacketWalker
-	// missing is what the parts lack that a Service's answer needs (see dataplanes.Opened.Missing).
-	missing []string
+	// missing is what the parts lack that a Service's answer needs (see dataplanes.Opened.Missing);
+	// missingAfterFilter, that all of it acts after the filter table's INPUT and FORWARD chains.
+	missing            []string
+	missingAfterFilter bool
 }
 
 // open opens every engine part of the snapshot, in the engines' order, and names the node's dataplane: the one the
@@ -308,6 +320,9 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 			covered[t] = true
 		}
 		o.rulesets = append(o.rulesets, op.Rulesets...)
+		if len(op.Missing) > 0 {
+			o.missingAfterFilter = op.MissingAfterFilter && (len(o.missing) == 0 || o.missingAfterFilter)
+		}
 		o.missing = append(o.missing, op.Missing...)
 		if op.Walker != nil {
 			walkers[e.Name()] = op.Walker
@@ -491,7 +506,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 				missing = append(slices.Clone(missing), fmt.Sprintf("whether %s is one of this node's addresses (--local-addresses): for the node's own address and a port outside the NodePort range, the input answers", flow.Dst))
 			}
 			for i, p := range t.Paths {
-				if p.Endpoint == nil && p.Verdict != trace.Unknown && !decidedBeforeNAT(p) {
+				if p.Endpoint == nil && p.Verdict != trace.Unknown && !decidedBefore(p, o.missingAfterFilter) {
 					// Dropped or rejected too: what the missing part translates would have gone elsewhere.
 					t.Paths[i].Verdict, t.Paths[i].Missing, t.Paths[i].Reply = trace.Unknown, append(p.Missing, missing...), nil
 					t.Paths[i].VerdictBy = nil
@@ -702,13 +717,18 @@ func knowsAddresses(n *netstate.State) bool {
 	return false
 }
 
-// decidedBeforeNAT says whether a path was dropped or rejected before any nat hook saw it (by the raw or mangle
-// table at PREROUTING or OUTPUT): what a missing nat table would have done cannot change that.
-func decidedBeforeNAT(p trace.Path) bool {
+// decidedBefore says whether a path was dropped or rejected before what the input lacks would act: before any nat
+// hook (by the raw or mangle table at PREROUTING or OUTPUT), or, when all it lacks acts after the filter table's
+// INPUT and FORWARD (the IPVS table), anywhere up to them. What the missing part does cannot change that.
+func decidedBefore(p trace.Path, missingAfterFilter bool) bool {
 	if p.VerdictBy == nil || p.Verdict != trace.Dropped && p.Verdict != trace.Rejected {
 		return false
 	}
-	return p.VerdictBy.Table == "raw" || p.VerdictBy.Table == "mangle" && (p.VerdictBy.Hook == "PREROUTING" || p.VerdictBy.Hook == "OUTPUT")
+	by := p.VerdictBy
+	if missingAfterFilter && (by.Hook == "PREROUTING" || by.Hook == "INPUT" || by.Hook == "FORWARD") {
+		return true
+	}
+	return by.Table == "raw" || by.Table == "mangle" && (by.Hook == "PREROUTING" || by.Hook == "OUTPUT")
 }
 
 // nodeSource is the source the node's own socket would use to reach dst.
