@@ -141,6 +141,7 @@ func (w *walker) hop(table, fn, text string) trace.Hop {
 
 // finish ends a branch.
 func (w *walker) finish(b branch, verdict string, by *trace.Hop, p trace.Path) {
+	stamp(b.hops, b.affinity)
 	p.Probability, p.Hops, p.Verdict, p.Affinity, p.LocalOnly = b.prob, b.hops, verdict, b.affinity, b.localOnly
 	if by != nil {
 		h := *by

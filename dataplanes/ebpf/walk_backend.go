@@ -419,10 +419,12 @@ func (w *walker) reply(svc ServiceEntry, backend, to netip.AddrPort, dsr bool) *
 	}
 	r.AsSeenFrom = netip.AddrPortFrom(rv.Value.Address, rv.Value.Port).String()
 	revnat := fmt.Sprintf("%s[%d] = %s", MapRevNAT, svc.Value.RevNAT, r.AsSeenFrom)
+	r.UndoneBy = []string{fmt.Sprintf("%s[%d]", MapRevNAT, svc.Value.RevNAT)}
 	switch {
 	case dsr:
 		r.Text = fmt.Sprintf("with DSR the backend's node answers the client directly, rewriting the source with %s", revnat)
 	case to.Addr() != f.Src:
+		r.UndoneBy = append([]string{"cilium_snat_v4_external"}, r.UndoneBy...)
 		r.Text = fmt.Sprintf("the reply %s -> %s comes back through cil_from_netdev: no frontend matches, the NodePort NAT ingress tail call reverses the SNAT with cilium_snat_v4_external (destination back to %s), and the NodePort conntrack entry's rev-NAT index selects %s, which rewrites the source", r.From, r.To, r.AsSeenTo, revnat)
 	default:
 		r.Text = fmt.Sprintf("the reply %s -> %s matches the NodePort conntrack entry, whose rev-NAT index selects %s, which rewrites the source", r.From, r.To, revnat)

@@ -64,7 +64,8 @@ func (r *Rules) BaseChains() []netfilter.BaseChain {
 
 type frame struct {
 	chain *Chain
-	next  int // index of the next rule to evaluate
+	next  int    // index of the next rule to evaluate
+	from  string // where the rule that jumped here is ("KUBE-EXT-… rule 1"); "" for the base chain
 }
 
 // run walks a base chain and whatever it jumps to, recording each rule evaluated.
@@ -108,17 +109,22 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		eval := *rule.matcher()
 		m := &eval
 		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Service: m.service}
+		chain, caller := f.chain, f.from
+		add := func() {
+			stamp(&h, t.Name, chain, m, caller)
+			w.Add(h)
+		}
 		matched, reason, prob := m.evaluate(w)
 		h.Matched, h.Reason, h.Probability = matched, reason, prob
 		if m.unknown != "" && (m.target == "MASQUERADE" || m.target == "SNAT") {
 			// Whether this rule rewrites the source is not known; where the packet goes is: the walk goes on,
 			// and the source the endpoint sees is unknown, with the reason.
-			w.Add(h)
+			add()
 			w.SourceUnknown(fmt.Sprintf("the source the endpoint sees: %s/%s rule %d may %s it, and whether it matches needs %s", t.Name, f.chain.Name, idx+1, strings.ToLower(m.target), m.unknown))
 			continue
 		}
 		if m.unknown != "" {
-			w.Add(h)
+			add()
 			w.Missing("%s (%s/%s rule %d)", m.unknown, t.Name, f.chain.Name, idx+1)
 			return netfilter.Unknown
 		}
@@ -126,7 +132,7 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			w.Note("the input did not contain %s/%s; the trace assumes kube-proxy's usual rules there", t.Name, f.chain.Name)
 		}
 		if !matched {
-			w.Add(h)
+			add()
 			continue
 		}
 		for _, n := range m.notes {
@@ -138,14 +144,14 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		switch tg := m.target; tg {
 		case "":
 			h.Verdict = "continue"
-			w.Add(h)
+			add()
 		case "ACCEPT":
 			h.Verdict = "accept"
-			w.Add(h)
+			add()
 			return netfilter.Accept
 		case "DROP":
 			h.Verdict = "drop"
-			w.Add(h)
+			add()
 			w.VerdictBy(h)
 			return netfilter.Drop
 		case "REJECT":
@@ -153,12 +159,12 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			if v := m.targetOpt("--reject-with"); v != "" {
 				h.Verdict += " with " + v
 			}
-			w.Add(h)
+			add()
 			w.VerdictBy(h)
 			return netfilter.Reject
 		case "RETURN":
 			h.Verdict = "return"
-			w.Add(h)
+			add()
 			stack = stack[:len(stack)-1]
 			if len(stack) == 0 {
 				// RETURN from a base chain applies its policy.
@@ -177,23 +183,23 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			if err != nil {
 				h.Verdict = "dnat (unreadable destination)"
 				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
-				w.Add(h)
+				add()
 				return netfilter.Accept
 			}
 			h.Changes = append(h.Changes, w.DNAT(to))
 			h.Verdict = "dnat to " + to.String()
-			w.Add(h)
+			add()
 			return netfilter.Accept
 		case "SNAT":
 			to, err := parseNATDestination(m.targetOpt("--to-source"), 0)
 			if err != nil {
 				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
-				w.Add(h)
+				add()
 				return netfilter.Accept
 			}
 			h.Changes = append(h.Changes, w.SNAT(to.Addr()))
 			h.Verdict = "snat to " + to.Addr().String()
-			w.Add(h)
+			add()
 			return netfilter.Accept
 		case "MASQUERADE":
 			random := m.hasTargetFlag("--random-fully") || m.hasTargetFlag("--random")
@@ -208,23 +214,24 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			if random {
 				h.Changes = append(h.Changes, fmt.Sprintf("source port chosen at random (%s)", strings.TrimPrefix(how, "MASQUERADE ")))
 			}
-			w.Add(h)
+			add()
 			return netfilter.Accept
 		case "MARK":
 			mark, err := applyMark(w.Pkt.Mark, m.targetArgs)
 			if err != nil {
 				w.Note("rule %s/%s #%d: %v", t.Name, f.chain.Name, idx+1, err)
 			} else {
+				stampMark(&h, w.Pkt.Mark, mark, caller)
 				h.Changes = append(h.Changes, w.SetMark(mark))
 			}
 			h.Verdict = "continue"
-			w.Add(h)
+			add()
 		case "LOG", "NFLOG", "TRACE", "CT", "NOTRACK", "CONNMARK", "CHECKSUM", "TCPMSS", "NFQUEUE", "AUDIT":
 			h.Verdict = "continue (" + strings.ToLower(tg) + ")"
 			if tg == "NFQUEUE" {
 				w.Note("an NFQUEUE rule hands the packet to user space; the trace assumes it is accepted")
 			}
-			w.Add(h)
+			add()
 		default:
 			next, ok := t.Chains[tg]
 			if !ok {
@@ -237,12 +244,12 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 				if strings.ToUpper(tg) == tg && !strings.ContainsAny(tg, "-_") {
 					// An extension target (REDIRECT, TPROXY, CLASSIFY, …), not a chain.
 					h.Verdict = strings.ToLower(tg) + " (not modelled)"
-					w.Add(h)
+					add()
 					w.Missing("what target %s does (%s/%s rule %d): k8sguide does not model it", tg, t.Name, f.chain.Name, idx+1)
 					return netfilter.Unknown
 				}
 				h.Verdict = verb + " " + tg + " (chain not in the input)"
-				w.Add(h)
+				add()
 				w.Missing("chain %s/%s (%s/%s rule %d %s to it; the input does not have it)", t.Name, tg, t.Name, f.chain.Name, idx+1, does)
 				return netfilter.Unknown
 			}
@@ -251,12 +258,12 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			}
 			if m.isGoto {
 				h.Verdict = "goto " + tg
-				stack[len(stack)-1] = frame{chain: next}
+				stack[len(stack)-1] = frame{chain: next, from: h.Where()}
 			} else {
 				h.Verdict = "jump " + tg
-				stack = append(stack, frame{chain: next})
+				stack = append(stack, frame{chain: next, from: h.Where()})
 			}
-			w.Add(h)
+			add()
 		}
 	}
 	return netfilter.Accept

@@ -132,8 +132,10 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 		w.Add(h)
 		return netfilter.Accept
 	}
-	w.Add(trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Matched: true,
-		Reason: fmt.Sprintf("IPVS virtual server for %s (one per address the Service answers on)", dst)})
+	vh := trace.Hop{Table: Table, Chain: v.Name(), Text: v.Name(), Matched: true,
+		Reason: fmt.Sprintf("IPVS virtual server for %s (one per address the Service answers on)", dst)}
+	vh.Does(trace.StageService, "IPVS virtual server "+strings.Join(strings.Fields(v.Name()), " "), "")
+	w.Add(vh)
 	if r.State.Cut && v == &r.State.Services[len(r.State.Services)-1] {
 		// ipvsadm prints no end mark: a listing that ends with the paste is read as whole, and the trace
 		// says so, for the chances hold only if it is.
@@ -142,7 +144,7 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 
 	client := netip.AddrPortFrom(p.Src, p.Sport)
 	if rs, why := r.decided(v, client); rs != nil {
-		return r.forward(w, v, rs, 1, why)
+		return r.forward(w, v, rs, 1, why, -1)
 	}
 	if v.Persistent {
 		from := "the same client address"
@@ -161,10 +163,12 @@ func (r *Ruleset) schedule(w *netfilter.Walk) netfilter.Verdict {
 		return netfilter.Reject
 	}
 	i := w.Choose(probs)
+	turn := 0
 	if turns != nil {
-		w.EndpointTurn(turns[i])
+		turn = turns[i]
+		w.EndpointTurn(turn)
 	}
-	return r.forward(w, v, &v.RealServers[avail[i]], probs[i], why[i])
+	return r.forward(w, v, &v.RealServers[avail[i]], probs[i], why[i], turn)
 }
 
 // decided returns the real server an existing connection entry (or, for a persistent service, the client's
@@ -199,9 +203,11 @@ func (v *VirtualServer) realServer(a netip.AddrPort) *RealServer {
 	return nil
 }
 
-// forward records the chosen real server and does what its forwarding method does.
-func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, prob float64, why string) netfilter.Verdict {
+// forward records the chosen real server and does what its forwarding method does. turn is its place in the
+// scheduler's order (0: not known; -1: an existing entry or template chose it, not the scheduler).
+func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, prob float64, why string, turn int) netfilter.Verdict {
 	h := trace.Hop{Table: Table, Chain: v.Name(), Text: rs.Line(), Matched: true, Reason: why}
+	stampChoice(&h, v, rs, why, turn)
 	if prob < 1 {
 		h.Probability = prob
 	}
@@ -217,8 +223,9 @@ func (r *Ruleset) forward(w *netfilter.Walk, v *VirtualServer, rs *RealServer, p
 	case "Masq":
 		h.Verdict = "dnat to " + rs.Addr().String()
 		h.Changes = []string{w.DNAT(rs.Addr())}
+		h.DoesAt(trace.StageDNAT, "IPVS real server "+rs.Addr().String()+" "+rs.Forward, h.Verdict, "")
 		entry := fmt.Sprintf("%s -> %s -> %s", clientString(client), vip, rs.Addr())
-		w.ReverseNATBy(fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
+		w.ReverseNATBy("IPVS's connection entry", fmt.Sprintf("IPVS's connection entry %s (Masq: ip_vs_reply4 undoes its DNAT)", entry))
 		if r.MasqueradeUnknown {
 			w.SourceUnknown(MasqueradeUnknownNote)
 		}

@@ -148,8 +148,8 @@ type Walk struct {
 	// IPVS's own hooks let it pass from then on.
 	Resent bool
 	// reverseNAT, when set, says what undoes the DNAT on the reply instead of conntrack (IPVS's connection
-	// entry).
-	reverseNAT string
+	// entry); reverseNATName names it short, for Reply.UndoneBy.
+	reverseNAT, reverseNATName string
 	// turn is the endpoint's place in a round-robin scheduler's order, when the engine knows it.
 	turn int
 	// Translations an existing conntrack entry will apply, at the dstnat and srcnat points of the walk.
@@ -314,8 +314,9 @@ func (w *Walk) DNAT(to netip.AddrPort) string {
 func (w *Walk) EndpointTurn(turn int) { w.turn = turn }
 
 // ReverseNATBy says what rewrites the reply's source back to the address the sender used, when that is not
-// conntrack undoing a DNAT (IPVS does it from its own connection entry).
-func (w *Walk) ReverseNATBy(what string) { w.reverseNAT = what }
+// conntrack undoing a DNAT (IPVS does it from its own connection entry): name is its short name ("IPVS's
+// connection entry"), what says it whole.
+func (w *Walk) ReverseNATBy(name, what string) { w.reverseNATName, w.reverseNAT = name, what }
 
 // Masquerade translates the source to the address the packet leaves with. how is the rule's own words for it
 // ("MASQUERADE --random-fully", "masquerade fully-random"), which the reply repeats; randomPort says whether
@@ -892,6 +893,10 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 			what = "conntrack (undoing any masquerade) and " + w.reverseNAT + " turn"
 		}
 		r.Text = fmt.Sprintf("the pod at %s answers the source it saw, which the input does not tell; back through this node, %s the reply into %s -> %s", r.From, what, r.AsSeenFrom, r.AsSeenTo)
+		r.UndoneBy = []string{"conntrack"}
+		if w.dnat != nil && w.reverseNAT != "" {
+			r.UndoneBy = append(r.UndoneBy, w.reverseNATName)
+		}
 		return r
 	}
 	if w.replyBypasses() {
@@ -904,7 +909,9 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 		ct := "needs no conntrack translation"
 		if len(undo) > 0 {
 			ct = "matches the flow's conntrack entry, which rewrites " + undo[0]
+			r.UndoneBy = []string{"conntrack"}
 		}
+		r.UndoneBy = append(r.UndoneBy, w.reverseNATName)
 		r.Text = fmt.Sprintf("the reply %s -> %s %s; then %s rewrites the source back to %s", r.From, r.To, ct, w.reverseNAT, r.AsSeenFrom)
 		return r
 	}
@@ -915,6 +922,7 @@ func (w *Walk) reply(flow trace.Flow) *trace.Reply {
 		r.Text = fmt.Sprintf("the reply %s -> %s needs no translation", r.From, r.To)
 	} else {
 		r.Text = fmt.Sprintf("the reply %s -> %s matches the flow's conntrack entry, which rewrites %s", r.From, r.To, strings.Join(undo, " and "))
+		r.UndoneBy = []string{"conntrack"}
 	}
 	return r
 }

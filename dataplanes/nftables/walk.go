@@ -122,7 +122,9 @@ type eval struct {
 	ruleNo int
 	// affinity: the rule being evaluated found the packet's source in a session-affinity set (affinity-…).
 	affinity bool
-	text     string
+	// drawn: the rule being evaluated made a random choice (numgen, hash), and what it gave.
+	drawn *draw
+	text  string
 	// stopped is set when the current rule cannot be decided from the input (Walk.Missing says what it lacks):
 	// the walk ends there, unknown.
 	stopped bool
@@ -242,10 +244,11 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 	if hop.Service == "" {
 		hop.Service = trace.ServiceFromComment(r.Comment)
 	}
-	e.stopped, e.affinity = false, false
+	e.stopped, e.affinity, e.drawn = false, false, nil
 	fail := func(reason string) outcome {
 		hop.Matched = false
 		hop.Reason = reason
+		e.stamp(&hop, r, nil)
 		e.w.Add(hop)
 		if e.stopped {
 			return outcome{verdict: "unknown"}
@@ -322,6 +325,7 @@ func (e *eval) rule(c *Chain, pos int, r *Rule) outcome {
 			hop.Verdict += " " + out.target
 		}
 	}
+	e.stamp(&hop, r, e.drawn)
 	e.w.Add(hop)
 	if e.affinity {
 		e.w.Affinity(hop) // kube-proxy's `ip saddr @affinity-… goto endpoint-…`
@@ -549,6 +553,7 @@ func (e *eval) randomMatch(s *Stmt, hop *trace.Hop) (bool, string) {
 	i := e.w.Choose([]float64{p, 1 - p})
 	hop.Probability = p
 	if i == 0 {
+		e.drawn = &draw{generator: renderExpr(g, tOther), gave: "a matching value"}
 		hop.Reason = fmt.Sprintf("%s chose a matching value (chance %d/%d)", renderExpr(g, tOther), n, g.Mod)
 		return true, ""
 	}
@@ -642,6 +647,7 @@ func (e *eval) lookup(key, data *Expr, hop *trace.Hop) lookedUp {
 			return lookedUp{reason: fmt.Sprintf("%s gave a value that is not in %s (chance %s)", g, where, fraction(key.Mod-covered, key.Mod))}
 		}
 		en := entries[which[i]]
+		e.drawn = &draw{generator: g, gave: renderExpr(en.k, tInt)}
 		hop.Reason = fmt.Sprintf("%s gave %s (chance %s)", g, renderExpr(en.k, tInt), fraction(countInRange(en.k, key.Offset, key.Mod), key.Mod))
 		return lookedUp{found: true, value: en.v, comment: en.comment}
 	}
@@ -1011,6 +1017,7 @@ func (e *eval) mangle(s *Stmt, hop *trace.Hop) {
 			e.w.Note("%s %s rule %d: the trace cannot compute `%s`; the mark is left as it was", e.table, e.chain, e.ruleNo, RenderStmt(s))
 			return
 		}
+		stampMark(hop, e.w.Pkt.Mark, uint32(v))
 		hop.Changes = append(hop.Changes, e.w.SetMark(uint32(v)))
 	case s.Left.Kind == KMeta && s.Left.Key == "nftrace":
 	default:

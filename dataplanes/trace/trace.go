@@ -113,6 +113,8 @@ type Hop struct {
 	Choice string `json:"choice,omitempty"`
 	// Service is the Kubernetes Service the rule belongs to, from its comment or chain name, when known.
 	Service string `json:"service,omitempty"`
+	// Parts are the stages of a Service's translation the hop does, stamped by its engine (see Part).
+	Parts []Part `json:"parts,omitempty"`
 }
 
 // Endpoint is one destination the packet can be translated to.
@@ -177,6 +179,9 @@ type Reply struct {
 	AsSeenFrom string `json:"asSeenFrom"`
 	AsSeenTo   string `json:"asSeenTo"`
 	Text       string `json:"text"`
+	// UndoneBy names, in order, what turns the reply back ("conntrack", "IPVS's connection entry",
+	// "cilium_lb4_reverse_nat[3]"); empty when nothing needs to.
+	UndoneBy []string `json:"undoneBy,omitempty"`
 	// Bypasses is set when the reply cannot come back through this node: the endpoint's node has the
 	// (untranslated) client on its own network and answers it directly, from the pod's address, which
 	// nothing translates back. The client drops that answer, and the connection fails.

@@ -229,10 +229,14 @@ func pathList(paths []int) string {
 	return "paths " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
-// compactReply is a reply's addresses before and after conntrack turns them back, and whether it bypasses the
+// compactReply is a reply's addresses before and after what undoes the translations turns them back, and whether it bypasses the
 // node; the whole sentence is in -o wide and the JSON.
 func compactReply(r *trace.Reply) string {
-	s := fmt.Sprintf("the pod answers %s; conntrack turns the reply back into %s -> %s", r.To, r.AsSeenFrom, r.AsSeenTo)
+	by := "conntrack"
+	if len(r.UndoneBy) > 0 {
+		by = strings.Join(r.UndoneBy, ", then ") // Cilium's maps, IPVS's connection entry: not always conntrack
+	}
+	s := fmt.Sprintf("the pod answers %s; %s turns the reply back into %s -> %s", r.To, by, r.AsSeenFrom, r.AsSeenTo)
 	if r.From == r.AsSeenFrom && r.To == r.AsSeenTo {
 		s = fmt.Sprintf("the pod answers %s from %s; nothing to undo", r.To, r.From)
 	}

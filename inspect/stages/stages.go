@@ -9,11 +9,12 @@ package stages
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -114,13 +115,15 @@ type seg struct {
 
 // reader reads one trace.
 type reader struct {
-	t      *trace.Trace
-	family string // iptables, nftables, ipvs, ebpf (how the hops read)
+	t *trace.Trace
+	// ex is the trace's engine's explanation face (nil for a dataplane k8sguide has none for): how it
+	// chooses endpoints, its sentences.
+	ex dataplanes.Explainer
 }
 
 // Of reads a trace into its stages, in the order of Keys.
 func Of(t *trace.Trace) []Stage {
-	r := &reader{t: t, family: family(t)}
+	r := &reader{t: t, ex: explainer(t.Dataplane)}
 	out := make([]Stage, 0, len(Keys))
 	for _, key := range Keys {
 		var shared seg
@@ -131,8 +134,8 @@ func Of(t *trace.Trace) []Stage {
 				per[i] = []seg{{text: r.fallback(key, p)}}
 			}
 		}
-		if key == Choice {
-			shared = r.choiceSummary()
+		if key == Choice && r.ex != nil {
+			shared = seg{text: r.ex.ChoiceRule(t)}
 		}
 		out = append(out, r.stage(key, shared, per))
 	}
@@ -142,26 +145,14 @@ func Of(t *trace.Trace) []Stage {
 	return out
 }
 
-// family says how a trace's hops read: an ebpf program's map lookups, IPVS behind iptables, kube-proxy's
-// nftables table, or iptables.
-func family(t *trace.Trace) string {
-	switch t.Dataplane {
-	case "ebpf", "ipvs", "nftables", "iptables":
-		return t.Dataplane
+// explainer is a dataplane's explanation face, when its engine has one.
+func explainer(name string) dataplanes.Explainer {
+	e, ok := engines.Get(dataplanes.Name(name))
+	if !ok {
+		return nil
 	}
-	for _, p := range t.Paths {
-		for _, h := range p.Hops {
-			switch {
-			case h.Function != "":
-				return "ebpf"
-			case h.Table == "ipvs":
-				return "ipvs"
-			case strings.Contains(h.Table, " "):
-				return "nftables"
-			}
-		}
-	}
-	return "iptables"
+	x, _ := e.(dataplanes.Explainer)
+	return x
 }
 
 // stage merges the paths' segments: what they all share (their common leading segments) is the Text, the rest
@@ -346,22 +337,6 @@ func (r *reader) segs(key string, p trace.Path) []seg {
 	return nil
 }
 
-var (
-	dportRE    = regexp.MustCompile(`--dport (\d+)`)
-	daddrRE    = regexp.MustCompile(`(?:^| )-d (\S+)`)
-	matchSetRE = regexp.MustCompile(`--match-set (\S+)`)
-	vmapRE     = regexp.MustCompile(`vmap @(\S+)`)
-	numgenRE   = regexp.MustCompile(`numgen random mod \d+`)
-	numgenGave = regexp.MustCompile(`gave (\d+)`)
-	turnRE     = regexp.MustCompile(`turn (\d+)`)
-	frontendRE = regexp.MustCompile(`lookup frontend (\S+)`)
-	flagsRE    = regexp.MustCompile(`\[([^\]]*)\]`)
-	countRE    = regexp.MustCompile(`count (\d+), rev-NAT (\d+)`)
-	slotRE     = regexp.MustCompile(`slot (\d+)`)
-	markRE     = regexp.MustCompile(`^mark (0x[0-9a-f]+) -> (0x[0-9a-f]+)$`)
-	revNATRE   = regexp.MustCompile(`cilium_lb4_reverse_nat\[\d+\]`)
-)
-
 // at says where a hop is, in the dataplane's names.
 func at(h trace.Hop) string {
 	switch {
@@ -377,169 +352,48 @@ func at(h trace.Hop) string {
 	return h.Table + "/" + h.Chain + " rule " + strconv.Itoa(h.Rule)
 }
 
-// where is a hop's chain and rule without the table: "KUBE-NODEPORTS rule 2".
-func where(h trace.Hop) string {
-	if h.Rule == 0 {
-		return h.Chain
-	}
-	return h.Chain + " rule " + strconv.Itoa(h.Rule)
-}
-
-// target is where a matched jump or goto sends the packet; "" for other verdicts.
-func target(h trace.Hop) string {
-	v, t, _ := strings.Cut(h.Verdict, " ")
-	if v == "jump" || v == "goto" {
-		return t
-	}
-	return ""
-}
-
-// isServiceChain says whether a chain is a Service's own (where the endpoint is chosen): iptables' KUBE-SVC-…,
-// nftables' service-….
-func isServiceChain(c string) bool {
-	// With a traffic policy of Local, the chain of the Service's endpoints on this node: iptables' KUBE-SVL-…,
-	// nftables' local-XXXXXXXX-NAMESPACE/NAME/PROTO/PORT.
-	return strings.HasPrefix(c, "KUBE-SVC-") || strings.HasPrefix(c, "service-") || strings.HasPrefix(c, "KUBE-SVL-") ||
-		strings.HasPrefix(c, "local-") && strings.Count(c, "/") >= 2
-}
-
-// isExternalChain: iptables' KUBE-EXT-… (since Kubernetes 1.25), nftables' external-….
-func isExternalChain(c string) bool {
-	return strings.HasPrefix(c, "KUBE-EXT-") || strings.HasPrefix(c, "external-")
-}
-
-// matchKeys are what a dispatching rule matches on, in its own words: "addrtype LOCAL", "--dport 31758",
-// "-d 10.96.0.10/32", "ipset KUBE-NODE-PORT-TCP", "fib daddr type local", "@service-nodeports map".
-func matchKeys(h trace.Hop) []string {
-	var keys []string
-	t := h.Text
-	if strings.Contains(t, "--dst-type LOCAL") {
-		keys = append(keys, "addrtype LOCAL")
-	}
-	if strings.Contains(t, "fib daddr type local") {
-		keys = append(keys, "fib daddr type local")
-	}
-	if m := daddrRE.FindStringSubmatch(t); m != nil {
-		keys = append(keys, "-d "+m[1])
-	}
-	if m := dportRE.FindStringSubmatch(t); m != nil {
-		keys = append(keys, "--dport "+m[1])
-	}
-	if m := matchSetRE.FindStringSubmatch(t); m != nil {
-		keys = append(keys, "ipset "+m[1])
-	}
-	if m := vmapRE.FindStringSubmatch(t); m != nil {
-		keys = append(keys, "@"+m[1]+" map")
-	}
-	return keys
-}
-
-// dispatch is a rule that sends the packet on: "KUBE-SERVICES rule 2 (addrtype LOCAL) → KUBE-NODEPORTS".
-func dispatch(h trace.Hop) string {
-	s := where(h)
-	if k := matchKeys(h); len(k) > 0 {
-		s += " (" + strings.Join(k, ", ") + ")"
-	}
-	switch t := target(h); {
-	case t != "":
-		s += " → " + t
-	case h.Verdict != "":
-		s += " → " + h.Verdict
-	}
-	return s
-}
-
-// before is the index of the first hop of p that does the DNAT (or len(hops)): the stages before it are read
+// dnatIndex is the index of the first hop of p that does the DNAT (or len(hops)): the stages before it are read
 // from the hops ahead of it.
 func dnatIndex(p trace.Path) int {
 	for i, h := range p.Hops {
-		if h.Matched && (strings.HasPrefix(h.Verdict, "dnat to") || strings.HasPrefix(h.Verdict, "connect() to")) {
+		if _, ok := h.Part(trace.StageDNAT); ok && h.Matched {
 			return i
 		}
 	}
 	return len(p.Hops)
 }
 
-// match: how the destination is matched.
+// partSeg is a part as a stage's segment.
+func partSeg(part trace.Part, i int) seg { return seg{part.Says, []int{i}} }
+
+// match: how the destination is matched: the dispatching hops ahead of the DNAT, up to the one that reaches the
+// Service.
 func (r *reader) match(p trace.Path) []seg {
-	if r.family == "ebpf" {
-		for i, h := range p.Hops {
-			if strings.Contains(h.Function, "lb4_lookup_service") && h.Matched {
-				text := h.Table + " lookup (" + h.Function + ")"
-				if m := frontendRE.FindStringSubmatch(h.Text); m != nil {
-					text += ": " + m[1]
-				}
-				if m := flagsRE.FindStringSubmatch(h.Verdict); m != nil {
-					text += " [" + m[1] + "]"
-				} else if h.Verdict != "" && !strings.HasPrefix(h.Verdict, "frontend") {
-					text += ": " + h.Verdict
-				}
-				return []seg{{text, []int{i}}}
-			}
-		}
-		return nil
-	}
 	var out []seg
 	for i, h := range p.Hops[:dnatIndex(p)] {
-		if !h.Matched || h.Table == "filter" || h.Table == "raw" || h.Table == "mangle" {
+		if !h.Matched {
 			continue
 		}
-		t := target(h)
-		switch {
-		case h.Chain == "KUBE-SERVICES" || h.Chain == "KUBE-NODEPORTS" || h.Chain == "KUBE-NODE-PORT" || h.Chain == "services":
-			// KUBE-MARK-MASQ is the SNAT stage's; but IPVS mode's KUBE-NODE-PORT matches the NodePort (its ipset)
-			// in the very rule that jumps there.
-			if (t == "KUBE-MARK-MASQ" && h.Chain != "KUBE-NODE-PORT") || t == "KUBE-MARK-DROP" {
-				continue
-			}
-			if t == "" && h.Verdict != "accept" {
-				continue
-			}
-			out = append(out, seg{dispatch(h), []int{i}})
-			if isServiceChain(t) || isExternalChain(t) || strings.HasPrefix(t, "KUBE-FW-") || h.Verdict == "accept" {
-				return out
-			}
-		case isServiceChain(h.Chain) || isExternalChain(h.Chain) || h.Table == "ipvs":
+		if part, ok := h.Part(trace.StageMatch); ok {
+			out = append(out, partSeg(part, i))
+		}
+		if _, ok := h.Part(trace.StageService); ok && len(out) > 0 {
 			return out
 		}
 	}
 	return out
 }
 
-// service: how the Service is found.
+// service: how the Service is found: the last hop ahead of the DNAT that reaches it (of a lookup in two scopes,
+// the one that decides).
 func (r *reader) service(p trace.Path) []seg {
-	switch r.family {
-	case "ebpf":
-		// The frontend's slot 0 is the Service: its backend count and rev-NAT id. Of two scopes, the last.
-		last := -1
-		for i, h := range p.Hops {
-			if strings.Contains(h.Function, "lb4_lookup_service") && h.Matched && strings.HasPrefix(h.Verdict, "frontend") {
-				last = i
-			}
-		}
-		if last < 0 {
-			return nil
-		}
-		h := p.Hops[last]
-		text := "slot 0 of " + h.Table
-		if m := countRE.FindStringSubmatch(h.Verdict); m != nil {
-			text += ": " + m[1] + " backends, rev-NAT " + m[2]
-		}
-		return []seg{{r.named(text), []int{last}}}
-	case "ipvs":
-		for i, h := range p.Hops {
-			if h.Table == "ipvs" && h.Verdict == "" {
-				return []seg{{r.named("IPVS virtual server " + strings.Join(strings.Fields(h.Text), " ")), []int{i}}}
-			}
-		}
-		return nil
-	}
+	var out []seg
 	for i, h := range p.Hops[:dnatIndex(p)] {
-		if h.Matched && isServiceChain(target(h)) {
-			return []seg{{r.named(where(h) + " → " + target(h)), []int{i}}}
+		if part, ok := h.Part(trace.StageService); ok && h.Matched {
+			out = []seg{{r.named(part.Says), []int{i}}}
 		}
 	}
-	return nil
+	return out
 }
 
 // named puts the Service's name ahead of a text, when the trace knows it.
@@ -550,300 +404,67 @@ func (r *reader) named(text string) string {
 	return r.t.Service + ": " + text
 }
 
-// choiceSummary is how the endpoint is chosen, the same for every path: iptables' statistic cascade, nftables'
-// numgen map, IPVS's scheduler, Cilium's selection.
-func (r *reader) choiceSummary() seg {
-	t := r.t
-	switch r.family {
-	case "iptables":
-		// The random cascade: each rule's stored probability, in rule order; the last rule takes the rest.
-		type rule struct {
-			n    int
-			p    float64
-			i    int
-			path int
-		}
-		var rules []rule
-		chain := ""
-		for pi, p := range t.Paths {
-			for i, h := range p.Hops {
-				if !isServiceChain(h.Chain) || !strings.Contains(h.Text, "-j KUBE-SEP-") {
-					continue
-				}
-				if !h.Matched && h.Probability == 0 {
-					continue
-				}
-				chain = h.Chain
-				if !slices.ContainsFunc(rules, func(x rule) bool { return x.n == h.Rule }) {
-					rules = append(rules, rule{h.Rule, h.Probability, i, pi})
-				}
-			}
-		}
-		if len(rules) < 2 {
-			return seg{}
-		}
-		slices.SortFunc(rules, func(a, b rule) int { return a.n - b.n })
-		var parts []string
-		for _, x := range rules {
-			if x.p > 0 {
-				parts = append(parts, fmt.Sprintf("rule %d %.11f", x.n, x.p))
-			} else {
-				parts = append(parts, fmt.Sprintf("rule %d the rest", x.n))
-			}
-		}
-		return seg{text: fmt.Sprintf("%s: statistic --mode random cascade, %s", chain, strings.Join(parts, ", "))}
-	case "nftables":
-		for _, p := range t.Paths {
-			for _, h := range p.Hops {
-				if h.Matched && strings.Contains(h.Text, "numgen") {
-					m := numgenRE.FindString(h.Text)
-					if m == "" {
-						m = "numgen"
-					}
-					kind := "map"
-					if strings.Contains(h.Text, "vmap") {
-						kind = "vmap"
-					}
-					return seg{text: fmt.Sprintf("%s: %s %s", where(h), m, kind)}
-				}
-			}
-		}
-	case "ipvs":
-		for _, p := range t.Paths {
-			for _, h := range p.Hops {
-				if h.Table == "ipvs" && h.Verdict != "" && h.Reason != "" {
-					// The virtual server's line ends in its scheduler ("TCP  172.18.0.2:30080 rr").
-					f := strings.Fields(h.Chain)
-					how, _, _ := strings.Cut(h.Reason, ";")
-					text := "IPVS scheduler"
-					if len(f) > 0 {
-						text += " " + f[len(f)-1]
-					}
-					return seg{text: text + " (" + how + ")"}
-				}
-			}
-		}
-	case "ebpf":
-		for _, p := range t.Paths {
-			for _, h := range p.Hops {
-				if selectsBackend(h) && h.Matched {
-					fn, _, _ := strings.Cut(h.Function, " → ")
-					rule := h.Reason
-					if i := strings.LastIndex(rule, ": slot"); i >= 0 {
-						rule = rule[:i]
-					}
-					rule = strings.TrimPrefix(strings.TrimPrefix(rule, "random: "), "sock_select_slot: ")
-					if h.Choice == trace.ChoiceMaglev && rule == "" {
-						rule = "the flow's hash picks a slot of the Maglev table"
-					}
-					if rule == "" {
-						return seg{text: fn}
-					}
-					return seg{text: fn + ": " + rule}
-				}
-			}
-		}
-	}
-	return seg{}
-}
-
-// selectsBackend says whether an ebpf hop is Cilium's backend selection: per packet (lb4_select_backend_id_*)
-// or at connect() by the socket LB (sock_select_slot).
-func selectsBackend(h trace.Hop) bool {
-	return strings.Contains(h.Function, "lb4_select_backend_id") || strings.HasPrefix(h.Function, "sock_select_slot")
-}
-
-// choice: which endpoint this path takes, and with what chance or turn.
-// affinityChoice is kube-proxy's session affinity as the choice: the rule that matched the client's entry chose,
-// no random draw (nil when the path chose afresh).
-func affinityChoice(p trace.Path) []seg {
-	if p.Affinity == "" {
-		return nil
-	}
-	for i, h := range p.Hops {
-		if h.Matched && h.Ref() == p.Affinity {
-			text := "session affinity: " + p.Affinity
-			if t := target(h); t != "" {
-				text += " → " + t
-			}
-			return []seg{{text + " (this client's entry)", []int{i}}}
-		}
-	}
-	return nil
-}
-
+// choice: which endpoint this path takes, and with what chance or turn; none for a choice session affinity or
+// an existing entry made.
 func (r *reader) choice(p trace.Path) []seg {
-	chance := ""
-	if p.Endpoint != nil && p.Endpoint.Probability > 0 {
-		chance = " (" + percent(p.Endpoint.Probability) + ")"
-	}
-	switch r.family {
-	case "ebpf":
-		for i, h := range p.Hops {
-			if !h.Matched {
-				continue
-			}
-			switch {
-			case selectsBackend(h):
-				text := h.Verdict
-				if m := slotRE.FindStringSubmatch(h.Text); m != nil && !strings.HasPrefix(h.Verdict, "LUT") {
-					text = "slot " + m[1] + " → " + h.Verdict
-				}
-				if h.Choice == trace.ChoiceMaglev {
-					text = "Maglev table share: " + text
-				}
-				return []seg{{text + chance, []int{i}}}
-			case strings.Contains(h.Function, "ct_lazy_lookup4") && strings.HasPrefix(h.Verdict, "established"):
-				return []seg{{h.Table + ": " + h.Verdict + " (no new choice)", []int{i}}}
-			case p.Affinity != "" && h.Ref() == p.Affinity:
-				return []seg{{h.Table + ": " + h.Verdict + " (session affinity)", []int{i}}}
-			}
-		}
-		return nil
-	case "ipvs":
-		for i, h := range p.Hops {
-			if h.Table == "ipvs" && h.Matched && strings.HasPrefix(h.Verdict, "dnat to") {
-				text := "real server " + strings.TrimPrefix(h.Verdict, "dnat to ")
-				if m := turnRE.FindStringSubmatch(h.Reason); m != nil {
-					text = "turn " + m[1] + " → " + text
-				}
-				return []seg{{text + chance, []int{i}}}
-			}
-		}
-		return nil
-	case "nftables":
-		if a := affinityChoice(p); a != nil {
-			return a
-		}
-		for i, h := range p.Hops {
-			if h.Matched && strings.Contains(h.Text, "numgen") {
-				text := "gave ?"
-				if m := numgenGave.FindStringSubmatch(h.Reason); m != nil {
-					text = "gave " + m[1]
-				}
-				if t := target(h); t != "" {
-					text += " → " + t
-				} else if strings.HasPrefix(h.Verdict, "dnat to ") {
-					text += " → " + strings.TrimPrefix(h.Verdict, "dnat to ")
-				}
-				return []seg{{text + chance, []int{i}}}
-			}
-		}
-		return nil
-	}
-	// iptables: the rule of the Service's chain that sent the packet to an endpoint's chain.
-	if a := affinityChoice(p); a != nil {
-		return a
-	}
 	for i, h := range p.Hops {
-		if h.Matched && isServiceChain(h.Chain) && strings.HasPrefix(target(h), "KUBE-SEP-") {
-			text := fmt.Sprintf("rule %d → %s", h.Rule, target(h))
-			if h.Probability == 0 && len(r.t.Endpoints) == 1 {
-				text += " (the only endpoint)"
-			}
-			return []seg{{text + chance, []int{i}}}
+		part, ok := h.Part(trace.StageChoice)
+		if !ok || !h.Matched {
+			continue
 		}
+		text := part.Says
+		if part.Means != trace.MeansAffinity && part.Means != trace.MeansEstablished && p.Endpoint != nil && p.Endpoint.Probability > 0 {
+			text += " (" + percent(p.Endpoint.Probability) + ")"
+		}
+		return []seg{{text, []int{i}}}
 	}
 	return nil
 }
 
-// dnat: the rewrite of the destination to the endpoint.
+// dnat: the rewrite of the destination to the endpoint: the place, then what it did there (where every path does
+// it in the same place, the place is said once).
 func (r *reader) dnat(p trace.Path) []seg {
 	i := dnatIndex(p)
 	if i == len(p.Hops) {
 		return nil
 	}
-	h := p.Hops[i]
-	// The place, then what it did: where every path does it in the same place, the place is said once.
-	place := where(h)
-	switch {
-	case r.family == "ebpf":
-		fn := h.Function
-		if strings.HasSuffix(fn, "lb4_dnat_request") {
-			// lb4_dnat_request rewrites the packet with lb4_xlate (bpf/lib/lb.h).
-			fn += " → lb4_xlate"
-		}
-		place = fn + " (" + h.Table + ")"
-	case h.Table == "ipvs":
-		// "-> 10.244.0.4:8080 Masq 1 0 3": the address and the forwarding method, not the counters.
-		f := strings.Fields(strings.TrimPrefix(h.Text, "->"))
-		place = "IPVS real server " + strings.Join(f[:min(2, len(f))], " ")
+	part, _ := p.Hops[i].Part(trace.StageDNAT)
+	if part.At == "" {
+		return []seg{partSeg(part, i)}
 	}
-	return []seg{{place + ":", []int{i}}, {h.Verdict, []int{i}}}
-}
-
-// setsMasqMark says whether a hop sets kube-proxy's masquerade mark (0x4000) on a packet that did not have it.
-func setsMasqMark(h trace.Hop) bool {
-	for _, c := range h.Changes {
-		if m := markRE.FindStringSubmatch(c); m != nil {
-			from, _ := strconv.ParseUint(m[1], 0, 32)
-			to, _ := strconv.ParseUint(m[2], 0, 32)
-			if from&0x4000 == 0 && to&0x4000 != 0 {
-				return true
-			}
-		}
-	}
-	return false
+	return []seg{{part.At + ":", []int{i}}, partSeg(part, i)}
 }
 
 // snat: who asks for the masquerade (the mark) and who does it, or why nothing does.
 func (r *reader) snat(p trace.Path) []seg {
 	var out []seg
-	if r.family != "ebpf" {
-		for i, h := range p.Hops {
-			if !h.Matched || !setsMasqMark(h) {
-				continue
-			}
-			// iptables marks in KUBE-MARK-MASQ: the rule that jumped there is who asks.
-			if h.Chain == "KUBE-MARK-MASQ" {
-				for j := i - 1; j >= 0; j-- {
-					if p.Hops[j].Matched && target(p.Hops[j]) == "KUBE-MARK-MASQ" {
-						out = append(out, seg{"mark 0x4000: " + where(p.Hops[j]) + " → KUBE-MARK-MASQ", []int{j, i}})
-						break
-					}
-				}
-				if len(out) == 0 {
-					out = append(out, seg{"mark 0x4000: KUBE-MARK-MASQ", []int{i}})
-				}
-			} else {
-				out = append(out, seg{"mark 0x4000: " + where(h), []int{i}})
-			}
+	for i, h := range p.Hops {
+		if part, ok := h.Part(trace.StageMark); ok && h.Matched {
+			out = append(out, partSeg(part, i))
 			break
 		}
 	}
+	none, noneAt := "", -1
 	for i, h := range p.Hops {
-		if h.Matched && (strings.HasPrefix(h.Verdict, "masquerade") || strings.HasPrefix(h.Verdict, "snat to")) {
-			w := where(h)
-			if r.family == "ebpf" {
-				w = h.Function + " (" + h.Table + ")"
-			}
-			return append(out, seg{w + ": " + h.Verdict, []int{i}})
+		part, ok := h.Part(trace.StageSNAT)
+		switch {
+		case !ok:
+		case part.Means != trace.MeansNone:
+			return append(out, partSeg(part, i))
+		default:
+			// The last word on it before the packet leaves: a later hop knows more (a socket's connection
+			// delivered to a pod of this node).
+			none, noneAt = part.Says, i
 		}
 	}
 	if p.Verdict != trace.Delivered {
 		return nil // the fallback says why
 	}
-	// Delivered without a masquerade: say so only when the trace walked where one would be.
-	for i, h := range p.Hops {
-		switch {
-		case r.family == "ebpf" && h.Matched && strings.Contains(h.Function, "__lookup_ip4_endpoint") && strings.HasPrefix(h.Verdict, "local endpoint"):
-			return append(out, seg{None + ": " + h.Table + " (" + h.Function + ") finds a local endpoint; delivered without SNAT", []int{i}})
-		case r.family != "ebpf" && h.Matched && h.Verdict == "return" && strings.Contains(h.Chain, "POSTROUTING"):
-			return append(out, seg{None + ": " + where(h) + " returns (no mark 0x4000)", []int{i}})
-		}
+	if noneAt >= 0 {
+		return append(out, seg{None + ": " + none, []int{noneAt}})
 	}
-	if r.family == "ebpf" {
-		for i, h := range p.Hops {
-			if strings.Contains(h.Function, "__lookup_ip4_endpoint") || strings.HasPrefix(h.Verdict, "connect() to") {
-				return append(out, seg{None + ": no SNAT on this path", []int{i}})
-			}
-		}
-		return out
-	}
-	for _, h := range p.Hops {
-		if h.Hook == "POSTROUTING" {
-			return append(out, seg{text: None + ": no POSTROUTING rule masquerades"})
-		}
+	if slices.ContainsFunc(p.Hops, func(h trace.Hop) bool { return h.Hook == "POSTROUTING" }) {
+		return append(out, seg{text: None + ": no POSTROUTING rule masquerades"})
 	}
 	return out
 }
@@ -866,25 +487,12 @@ func (r *reader) reply(p trace.Path) []seg {
 	if rp == nil {
 		return nil
 	}
-	var by []string
-	if strings.Contains(rp.Text, "conntrack entry") && !strings.Contains(rp.Text, "NodePort conntrack entry") {
-		by = append(by, "conntrack")
-	}
-	if strings.Contains(rp.Text, "IPVS's connection entry") {
-		by = append(by, "IPVS's connection entry")
-	}
-	if strings.Contains(rp.Text, "cilium_snat_v4_external") {
-		by = append(by, "cilium_snat_v4_external")
-	}
-	if m := revNATRE.FindString(rp.Text); m != "" {
-		by = append(by, m)
-	}
 	text := fmt.Sprintf("the pod answers %s", rp.To)
 	switch {
 	case rp.From == rp.AsSeenFrom && rp.To == rp.AsSeenTo:
 		text += " from " + rp.From + "; nothing to undo"
-	case len(by) > 0:
-		text += "; " + strings.Join(by, ", then ") + " turns it into " + rp.AsSeenFrom + " → " + rp.AsSeenTo
+	case len(rp.UndoneBy) > 0:
+		text += "; " + strings.Join(rp.UndoneBy, ", then ") + " turns it into " + rp.AsSeenFrom + " → " + rp.AsSeenTo
 	default:
 		text += "; it comes back as " + rp.AsSeenFrom + " → " + rp.AsSeenTo
 	}
