@@ -306,6 +306,12 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 		if typ == "" {
 			typ = "unicast"
 		}
+		if w.Net.AddrsUnknown && typ == "unicast" && ip.IsGlobalUnicast() {
+			// The node's addresses were not given: this one may be among them (the kernel's answer decides
+			// kube-proxy's and Docker's NodePort and published-port rules).
+			m.unknown = fmt.Sprintf("whether %s is one of this node's addresses (%s %s in a rule): the input does not say; --local-addresses tells", ip, c.opt, v)
+			return false, ""
+		}
 		for _, want := range strings.Split(v, ",") {
 			if strings.EqualFold(want, typ) {
 				return true, ""

@@ -50,6 +50,10 @@ type State struct {
 	// OutAssumed says the routes were not read but assumed (a pasted dump: everything leaves by eth0), so the
 	// interface a packet leaves by is not known to rules that test it.
 	OutAssumed bool `json:"-"`
+	// AddrsUnknown says the node's addresses were not given (a pasted dump without --local-addresses): an address
+	// not known to be the node's may still be, so a rule testing it (addrtype LOCAL, fib daddr type local) is
+	// not decided by the state.
+	AddrsUnknown bool `json:"-"`
 }
 
 // ParseAddresses reads `ip -j addr show`.

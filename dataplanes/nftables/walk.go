@@ -354,6 +354,20 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 	if left.Kind == KNumgen || left.Kind == KHash {
 		return e.randomMatch(s, hop)
 	}
+	if why := e.assumedKey(left); why != "" {
+		// What the statement tests was assumed, not read (a pasted dump has no routes and may not name the
+		// node's addresses): a fact the walk may be made again with each answer to (see netfilter.Walk.Suppose).
+		fact := fmt.Sprintf("%s (`%s` in %s %s rule %d)", why, RenderStmt(s), e.table, e.chain, e.ruleNo)
+		v, ok := e.w.Suppose(fact)
+		switch {
+		case !ok:
+			e.unknownHere("%s", fact)
+			return false, "not known: " + why
+		case !v:
+			return false, "not known, taken as not matching: " + why
+		}
+		return true, ""
+	}
 	if bits, ok := randomBits(left); ok && right.Kind != KSet && right.Kind != KSetRef {
 		return e.randomCompare(s, bits, hop)
 	}
@@ -914,6 +928,23 @@ func (e *eval) iif() string {
 }
 
 // oif is the output interface as the hook sees it (none before the routing decision).
+// assumedKey says why the value a match tests was only assumed ("" when it was read): the interface a packet
+// leaves by when the input has no routes, or whether an address is the node's when its addresses were not given.
+func (e *eval) assumedKey(x *Expr) string {
+	n := e.w.Net
+	switch {
+	case n == nil:
+	case x.Kind == KMeta && (x.Key == "oifname" || x.Key == "oif") && n.OutAssumed && e.oif() != "" && e.oif() != "lo":
+		return fmt.Sprintf("the interface the packet leaves by: the input has no routes, and %s was only assumed; --out-iface tells", e.oif())
+	case x.Kind == KFib && x.Field == "type" && n.AddrsUnknown:
+		a := e.fibAddr(x)
+		if a.IsValid() && a.IsGlobalUnicast() && n.LocalType(a) == "" {
+			return fmt.Sprintf("whether %s is one of this node's addresses: the input does not say; --local-addresses tells", a)
+		}
+	}
+	return ""
+}
+
 func (e *eval) oif() string {
 	if e.w.Hook == netfilter.Prerouting || e.w.Hook == netfilter.Input {
 		return ""

@@ -123,6 +123,49 @@ func TestReadingsOfPastes(t *testing.T) {
 	})
 }
 
+// TestDockerHost (issue 35): a Docker host's rules (testdata/readings/README.md: captured from a real dockerd,
+// with what the kernel did to each packet): a fact the dump lacks (the node's addresses, the interface a packet
+// leaves by) never turns into a confident verdict; given, the answers are the kernel's.
+func TestDockerHost(t *testing.T) {
+	host := []string{"10.35.0.10", "172.17.0.1"}
+	from := func(dst, out string) Request {
+		return Request{Dst: dst, Src: "10.35.0.20", InIface: "eth0", OutIface: out}
+	}
+	var cases []readingCase
+	for _, f := range []string{"docker20-iptables-save.txt", "docker20-nft.txt"} {
+		cases = append(cases,
+			readingCase{name: f + ": published port, whose address is not said", file: f,
+				req: from("10.35.0.10:8080", "docker0"), want: trace.Unknown, missing: "--local-addresses tells"},
+			readingCase{name: f + ": published port, where it leaves not said", file: f, local: host,
+				req: from("10.35.0.10:8080", ""), want: trace.Unknown, missing: "--out-iface tells"},
+			readingCase{name: f + ": published port", file: f, local: host,
+				req: from("10.35.0.10:8080", "docker0"), want: trace.Delivered, endpoint: "172.17.0.2:80", snat: "10.35.0.20"},
+			readingCase{name: f + ": routed to the published container", file: f, local: host,
+				req: from("172.17.0.2:80", "docker0"), want: trace.Delivered},
+			readingCase{name: f + ": routed to a container with nothing published", file: f, local: host,
+				req: from("172.17.0.3:80", "docker0"), want: trace.Dropped},
+			readingCase{name: f + ": a port nothing publishes", file: f, local: host,
+				req: from("10.35.0.10:8081", ""), want: trace.Local},
+		)
+	}
+	// nft -j shows iptables-nft's xt expressions without their arguments: what they do is named, not guessed.
+	cases = append(cases, readingCase{name: "docker20-nft.json: xt addrtype", file: "docker20-nft.json", local: host,
+		req: from("10.35.0.10:8080", "docker0"), want: trace.Unknown, missing: "use iptables-nft-save for these tables"})
+	for _, f := range []string{"docker29-nftables.nft", "docker29-nftables.json"} {
+		cases = append(cases,
+			readingCase{name: f + ": published port, whose address is not said", file: f,
+				req: from("10.35.0.10:8080", "docker0"), want: trace.Unknown, missing: "--local-addresses tells"},
+			readingCase{name: f + ": published port", file: f, local: host,
+				req: from("10.35.0.10:8080", "docker0"), want: trace.Delivered, endpoint: "172.17.0.2:80", snat: "10.35.0.20"},
+			readingCase{name: f + ": routed to the published container", file: f, local: host,
+				req: from("172.17.0.2:80", "docker0"), want: trace.Dropped},
+			readingCase{name: f + ": a port nothing publishes", file: f, local: host,
+				req: from("10.35.0.10:8081", ""), want: trace.Local},
+		)
+	}
+	runReadings(t, cases)
+}
+
 // TestUntranslatedForward (issue 35): a ClusterIP on a port its Service lacks, and an address the cluster does
 // not own, leave the node untranslated; the trace says where they go and never that a pod answers. On the netns
 // lab (iptables, kube-proxy v1.36.4) `trace --from node --dst CLUSTERIP:8080 --verify` agreed with a real

@@ -187,6 +187,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 // Services on, bound where kube-proxy's IPVS mode binds them.
 func localState(own, served []netip.Addr) netstate.State {
 	st := netstate.FromLocalAddresses(own)
+	st.AddrsUnknown = len(own) == 0
 	st.AddServiceAddresses(served)
 	return st
 }
