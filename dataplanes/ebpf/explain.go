@@ -169,14 +169,8 @@ func (Engine) Guide(t dataplanes.Told) string {
 
 // ChoiceRule is how the datapath selects a backend: the function and its rule.
 func (Engine) ChoiceRule(t *trace.Trace) string {
-	for _, p := range t.Paths {
-		for _, h := range p.Hops {
-			if part, ok := h.Part(trace.StageChoice); ok && selectsBackend(h) {
-				return part.At
-			}
-		}
-	}
-	return ""
+	part, _ := t.FirstPart(trace.StageChoice, func(h trace.Hop, _ trace.Part) bool { return selectsBackend(h) })
+	return part.At
 }
 
 // GuideNote names the Cilium functions the trace went through, the guide's steps in bpf_host: the common ones

@@ -56,14 +56,10 @@ func (Engine) Guide(t dataplanes.Told) string {
 
 // ChoiceRule is the virtual server's scheduler and how it picks.
 func (Engine) ChoiceRule(t *trace.Trace) string {
-	for _, p := range t.Paths {
-		for _, h := range p.Hops {
-			if part, ok := h.Part(trace.StageChoice); ok && h.Table == Table && part.Means != trace.MeansEstablished {
-				return part.At
-			}
-		}
-	}
-	return ""
+	part, _ := t.FirstPart(trace.StageChoice, func(h trace.Hop, p trace.Part) bool {
+		return h.Table == Table && p.Means != trace.MeansEstablished
+	})
+	return part.At
 }
 
 // GuideNote is the iptables engine's, for the chains IPVS mode keeps.

@@ -172,14 +172,8 @@ func (Engine) Guide(t dataplanes.Told) string {
 // ChoiceRule is how the service chain draws: the rule and its generator ("service-… rule 1: numgen random mod 3
 // map").
 func (Engine) ChoiceRule(t *trace.Trace) string {
-	for _, p := range t.Paths {
-		for _, h := range p.Hops {
-			if part, ok := h.Part(trace.StageChoice); ok && h.Matched && part.Means == meansNumgen {
-				return part.At
-			}
-		}
-	}
-	return ""
+	part, _ := t.FirstPart(trace.StageChoice, func(h trace.Hop, p trace.Part) bool { return h.Matched && p.Means == meansNumgen })
+	return part.At
 }
 
 // GuideNote names what stands here for the guide's iptables chains, as the trace met them.

@@ -67,3 +67,15 @@ func (h Hop) Where() string {
 	}
 	return h.Chain + " rule " + strconv.Itoa(h.Rule)
 }
+
+// FirstPart is the first part at a stage, over every path's hops in order, that keep takes.
+func (t *Trace) FirstPart(stage Stage, keep func(Hop, Part) bool) (Part, bool) {
+	for _, p := range t.Paths {
+		for _, h := range p.Hops {
+			if part, ok := h.Part(stage); ok && keep(h, part) {
+				return part, true
+			}
+		}
+	}
+	return Part{}, false
+}
