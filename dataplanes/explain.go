@@ -56,3 +56,14 @@ func (t Told) MeansAt(stage trace.Stage, word string) bool {
 func (t Told) Has(stage trace.Stage) bool {
 	return slices.ContainsFunc(t.Parts, func(p trace.Part) bool { return p.Stage == stage })
 }
+
+// NotKubeProxyDNAT is the DNAT stage's sentence for a rule that is not kube-proxy's (a Docker host's published
+// port, a hand-written DNAT): where it is, and that the guide's chains are not in it.
+func NotKubeProxyDNAT(t Told) string {
+	for _, p := range t.Parts {
+		if p.Stage == trace.StageDNAT && p.At != "" {
+			return "The destination is rewritten by " + p.At + ", a rule that is not one of kube-proxy's endpoint chains the guide shows."
+		}
+	}
+	return "The destination is rewritten by a rule that is not one of kube-proxy's endpoint chains the guide shows."
+}

@@ -195,6 +195,9 @@ func guideSentence(t dataplanes.Told, ipvs bool) string {
 		}
 		return "The KUBE-SVC chain's one rule sends the packet to its only endpoint."
 	case dataplanes.TellDNAT:
+		if !t.Means(meansSEP) {
+			return dataplanes.NotKubeProxyDNAT(t)
+		}
 		return "As in the guide, the endpoint's KUBE-SEP chain DNATs to the pod's address and port."
 	case dataplanes.TellSNAT:
 		switch {

@@ -109,6 +109,9 @@ func (e *eval) stamp(h *trace.Hop, r *Rule, d *draw) {
 		if strings.HasPrefix(h.Chain, "endpoint-") {
 			means = meansEndpoint
 		}
+		if d != nil && serviceChain(h.Chain) {
+			means = meansNumgen // the numgen map gives the address itself
+		}
 		h.DoesAt(trace.StageDNAT, h.Where(), h.Verdict, means)
 	case strings.HasPrefix(h.Verdict, "masquerade") || strings.HasPrefix(h.Verdict, "snat to"):
 		h.Does(trace.StageSNAT, h.Where()+": "+h.Verdict, "")
@@ -157,10 +160,13 @@ func (Engine) Guide(t dataplanes.Told) string {
 		}
 		return "In place of the guide's cascade of statistic rules, one numgen random mod N map gives every endpoint exactly 1/N."
 	case dataplanes.TellDNAT:
-		if t.Means(meansEndpoint) {
+		switch {
+		case t.Means(meansEndpoint):
 			return "The guide's KUBE-SEP chain is the endpoint-… chain here; it DNATs to the pod."
+		case t.Means(meansNumgen):
+			return "The guide's KUBE-SEP DNAT is done by the service chain's numgen map itself: no per-endpoint chain."
 		}
-		return "The guide's KUBE-SEP DNAT is done by the service chain's numgen map itself: no per-endpoint chain."
+		return dataplanes.NotKubeProxyDNAT(t)
 	case dataplanes.TellSNAT:
 		return "The guide's KUBE-MARK-MASQ and KUBE-POSTROUTING are a mark set in kube-proxy's own chains and the masquerading chain that masquerades marked packets."
 	case dataplanes.TellReply:

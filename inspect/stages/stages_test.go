@@ -301,3 +301,30 @@ func TestPolicyLocalAndAffinity(t *testing.T) {
 		t.Errorf("choice: %q / %q", c.Text, c.Guide)
 	}
 }
+
+// TestNotKubeProxyDNAT (issue 35): a Docker host's published port (inspect/tracer/testdata/readings, captured
+// from real dockerds) is DNATed by Docker's own rule: the guide's sentence names that rule and never a Service
+// chain or numgen map the rules do not have.
+func TestNotKubeProxyDNAT(t *testing.T) {
+	for file, at := range map[string]string{
+		"docker29-nftables.nft":      "nat-prerouting-and-output rule 1",
+		"docker20-iptables-save.txt": "DOCKER rule 2",
+	} {
+		raw, err := os.ReadFile("../tracer/testdata/readings/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := tracer.Load(raw, []netip.Addr{netip.MustParseAddr("10.35.0.10")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := tracer.Trace(s, tracer.Request{Dst: "10.35.0.10:8080", Src: "10.35.0.20", InIface: "eth0", OutIface: "docker0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := stages.Find(stages.Of(tr), stages.DNAT)
+		if !strings.Contains(d.Guide, "rewritten by "+at) || strings.Contains(d.Guide, "numgen") || strings.Contains(d.Guide, "KUBE-SEP chain DNATs") {
+			t.Errorf("%s: DNAT %q, guide %q: want Docker's own rule named", file, d.Text, d.Guide)
+		}
+	}
+}
