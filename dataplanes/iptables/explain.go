@@ -116,9 +116,12 @@ func stamp(h *trace.Hop, table string, chain *Chain, m *matcher, caller string) 
 			means = meansOnly
 		}
 		h.Does(trace.StageChoice, says, means)
-	case strings.HasPrefix(h.Verdict, "dnat to"):
+	case strings.HasPrefix(h.Verdict, "dnat to") || strings.HasPrefix(h.Verdict, "redirect to"):
 		means := ""
-		if strings.HasPrefix(h.Chain, "KUBE-SEP-") {
+		switch {
+		case strings.HasPrefix(h.Verdict, "redirect to"):
+			means = trace.MeansRedirect
+		case strings.HasPrefix(h.Chain, "KUBE-SEP-"):
 			means = meansSEP
 		}
 		h.DoesAt(trace.StageDNAT, h.Where(), h.Verdict, means)

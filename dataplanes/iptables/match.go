@@ -306,11 +306,17 @@ func (m *matcher) test(w *netfilter.Walk, c *cond) (bool, string) {
 		if typ == "" {
 			typ = "unicast"
 		}
-		if w.Net.AddrsUnknown && typ == "unicast" && ip.IsGlobalUnicast() {
+		if w.Net.LocalUnknown(ip) {
 			// The node's addresses were not given: this one may be among them (the kernel's answer decides
-			// kube-proxy's and Docker's NodePort and published-port rules).
-			m.unknown = fmt.Sprintf("whether %s is one of this node's addresses (%s %s in a rule): the input does not say; --local-addresses tells", ip, c.opt, v)
-			return false, ""
+			// kube-proxy's and Docker's NodePort and published-port rules). One fact for the whole walk.
+			local, ok := w.Suppose(netstate.LocalFact(ip))
+			if !ok {
+				m.unknown = netstate.LocalFact(ip)
+				return false, ""
+			}
+			if local {
+				typ = "local"
+			}
 		}
 		for _, want := range strings.Split(v, ",") {
 			if strings.EqualFold(want, typ) {

@@ -216,6 +216,30 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			}
 			add()
 			return netfilter.Accept
+		case "REDIRECT":
+			// To the node itself: the first address of the interface the packet came in on (127.0.0.1 for
+			// one the node makes), the port --to-ports names or its own (Istio's sidecar capture, for one).
+			port := w.Pkt.Dport
+			if v := m.targetOpt("--to-ports"); v != "" {
+				first, _, _ := strings.Cut(v, "-")
+				n, err := strconv.ParseUint(first, 10, 16)
+				if err != nil {
+					w.Note("rule %s/%s #%d: --to-ports %q is not a port", t.Name, f.chain.Name, idx+1, v)
+				} else {
+					port = uint16(n)
+				}
+			}
+			to := w.RedirectAddr()
+			if !to.IsValid() {
+				// Which of the node's addresses is not said; that it is the node's is: the walk goes on with the
+				// packet's own destination, and says so.
+				to = w.Pkt.Dst
+				w.Note("assumed: REDIRECT (%s/%s rule %d) sends the packet to the first address of %s, which the input does not give; the trace keeps %s (--local-addresses tells)", t.Name, f.chain.Name, idx+1, orNone(w.Pkt.Iif), to)
+			}
+			h.Changes = append(h.Changes, w.Redirect(netip.AddrPortFrom(to, port)))
+			h.Verdict = "redirect to " + netip.AddrPortFrom(to, port).String()
+			add()
+			return netfilter.Accept
 		case "MARK":
 			mark, err := applyMark(w.Pkt.Mark, m.targetArgs)
 			if err != nil {

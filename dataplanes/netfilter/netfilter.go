@@ -289,6 +289,23 @@ func (w *Walk) Probability() float64 { return w.prob }
 
 // Redirect translates the destination to the node itself (REDIRECT, nft redirect): a local delivery, not a
 // Service endpoint, when the address stays the packet's.
+// RedirectAddr is the address a redirect sends the packet to: 127.0.0.1 for one the node makes (OUTPUT), else the
+// first address of the interface it came in on (nf_nat_redirect_ipv4); invalid when the state does not say.
+func (w *Walk) RedirectAddr() netip.Addr {
+	if w.Hook == Output {
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if w.Net == nil {
+		return netip.Addr{}
+	}
+	for _, a := range w.Net.Addresses {
+		if a.Dev == w.Pkt.Iif {
+			return a.Prefix.Addr()
+		}
+	}
+	return netip.Addr{}
+}
+
 func (w *Walk) Redirect(to netip.AddrPort) string {
 	s := w.DNAT(to)
 	w.redirected = true
@@ -799,7 +816,9 @@ func (w *Walk) applyPending(h Hook, priority int) {
 // route makes the routing decision for the packet's (possibly translated) destination.
 func (w *Walk) route() (Verdict, bool) {
 	dst := w.Pkt.Dst
-	if w.Net.IsLocal(dst) {
+	local := w.redirected || w.Net.IsLocal(dst)
+	if local {
+		// A redirect's address is one of the node's by construction (nf_nat_redirect), said or not.
 		w.Pkt.Local = true
 		w.Pkt.Oif = "lo"
 		w.egress = "local delivery on the node"

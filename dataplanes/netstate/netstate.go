@@ -199,6 +199,17 @@ func (s *State) LocalType(ip netip.Addr) string {
 	return typ
 }
 
+// LocalFact is the question whether ip is one of the node's addresses, when they were not given (AddrsUnknown):
+// the same words wherever a walk meets it, so that every rule and the routing decision ask the same fact.
+func LocalFact(ip netip.Addr) string {
+	return fmt.Sprintf("whether %s is one of this node's addresses: the input does not say; --local-addresses tells", ip)
+}
+
+// LocalUnknown says whether the state cannot tell if ip is one of the node's addresses.
+func (s *State) LocalUnknown(ip netip.Addr) bool {
+	return s.AddrsUnknown && s.LocalType(ip) == "" && ip.IsGlobalUnicast()
+}
+
 // IsLocal says whether ip is one of the node's own addresses (addrtype LOCAL).
 func (s *State) IsLocal(ip netip.Addr) bool { return s.LocalType(ip) == "local" }
 

@@ -104,9 +104,12 @@ func (e *eval) stamp(h *trace.Hop, r *Rule, d *draw) {
 		h.Does(trace.StageChoice, h.Where()+" → "+target+" (no draw)", meansDirect)
 	}
 	switch {
-	case strings.HasPrefix(h.Verdict, "dnat to"):
+	case strings.HasPrefix(h.Verdict, "dnat to") || strings.HasPrefix(h.Verdict, "redirect to"):
 		means := ""
-		if strings.HasPrefix(h.Chain, "endpoint-") {
+		switch {
+		case strings.HasPrefix(h.Verdict, "redirect to"):
+			means = trace.MeansRedirect
+		case strings.HasPrefix(h.Chain, "endpoint-"):
 			means = meansEndpoint
 		}
 		if d != nil && serviceChain(h.Chain) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -353,6 +354,16 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 	}
 	if left.Kind == KNumgen || left.Kind == KHash {
 		return e.randomMatch(s, hop)
+	}
+	if left.Kind == KFib && left.Field == "type" && e.w.Net != nil {
+		if a := e.fibAddr(left); a.IsValid() && e.w.Net.LocalUnknown(a) {
+			// The node's addresses were not given: whether this one is among them is a fact of the walk (one
+			// for every rule and the routing decision; addrType takes the world's answer).
+			if _, ok := e.w.Suppose(netstate.LocalFact(a)); !ok {
+				e.unknownHere("%s (`%s` in %s %s rule %d)", netstate.LocalFact(a), RenderStmt(s), e.table, e.chain, e.ruleNo)
+				return false, "not known: whether " + a.String() + " is the node's"
+			}
+		}
 	}
 	if why := e.assumedKey(left); why != "" {
 		// What the statement tests was assumed, not read (a pasted dump has no routes and may not name the
@@ -936,11 +947,6 @@ func (e *eval) assumedKey(x *Expr) string {
 	case n == nil:
 	case x.Kind == KMeta && (x.Key == "oifname" || x.Key == "oif") && n.OutAssumed && e.oif() != "" && e.oif() != "lo":
 		return fmt.Sprintf("the interface the packet leaves by: the input has no routes, and %s was only assumed; --out-iface tells", e.oif())
-	case x.Kind == KFib && x.Field == "type" && n.AddrsUnknown:
-		a := e.fibAddr(x)
-		if a.IsValid() && a.IsGlobalUnicast() && n.LocalType(a) == "" {
-			return fmt.Sprintf("whether %s is one of this node's addresses: the input does not say; --local-addresses tells", a)
-		}
 	}
 	return ""
 }
@@ -1019,6 +1025,11 @@ func (e *eval) addrType(addr netip.Addr, dev string) string {
 	}
 	if e.w.Net == nil {
 		return "unicast"
+	}
+	if e.w.Net.LocalUnknown(addr) {
+		if local, ok := e.w.Suppose(netstate.LocalFact(addr)); ok && local {
+			return "local"
+		}
 	}
 	best, typ, rdev := -1, "", ""
 	for _, r := range e.w.Net.Routes {
@@ -1153,7 +1164,7 @@ func (e *eval) nat(s *Stmt, hop *trace.Hop) (bool, string) {
 		hop.Changes = append(hop.Changes, e.w.DNAT(to))
 		hop.Verdict = "dnat to " + netip.AddrPortFrom(e.w.Pkt.Dst, e.w.Pkt.Dport).String()
 	case SRedirect:
-		to := e.redirectAddr()
+		to := e.w.RedirectAddr()
 		if !to.IsValid() {
 			e.w.Note("%s %s rule %d: the trace cannot tell which local address `%s` uses", e.table, e.chain, e.ruleNo, RenderStmt(s))
 			hop.Verdict = "redirect (not understood)"
@@ -1212,20 +1223,6 @@ func natTarget(x *Expr) (netip.Addr, uint16, bool) {
 
 // redirectAddr is where redirect sends a packet: 127.0.0.1 for the node's own packets, else the first
 // address of the interface it came in on.
-func (e *eval) redirectAddr() netip.Addr {
-	if e.w.Hook == netfilter.Output {
-		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	}
-	if e.w.Net == nil {
-		return netip.Addr{}
-	}
-	for _, a := range e.w.Net.Addresses {
-		if a.Dev == e.w.Pkt.Iif {
-			return a.Prefix.Addr()
-		}
-	}
-	return netip.Addr{}
-}
 
 // Prefixes of kube-proxy's per-service chain names: service-HASH-NS/NAME/PROTO/PORTNAME and the like.
 var serviceChainPrefixes = []string{"service-", "external-", "local-", "endpoint-", "firewall-", "affinity-"}

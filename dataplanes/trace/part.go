@@ -24,6 +24,8 @@ const (
 	MeansAffinity = "affinity"
 	// MeansEstablished: no choice: the flow's entry names the endpoint already (no chance applies).
 	MeansEstablished = "established"
+	// MeansRedirect: a DNAT to the node itself (REDIRECT, nft redirect): a socket of the node answers.
+	MeansRedirect = "redirect"
 )
 
 // Part is what a hop does at a stage, in the engine's own names.

@@ -358,6 +358,9 @@ func verdictLine(t *trace.Trace) string {
 		}
 		return line
 	case trace.Local:
+		if part, ok := t.FirstPart(trace.StageDNAT, func(h trace.Hop, p trace.Part) bool { return p.Means == trace.MeansRedirect }); ok {
+			return fmt.Sprintf("local: %s by %s; the node's own socket on that port (if any) answers", part.Says, part.At)
+		}
 		return "local: no rule translated it; the node's own socket (if any) answers"
 	case trace.Unknown:
 		// Never a guess: say what the answer needs and the input lacks (listed under "Missing:").

@@ -103,7 +103,7 @@ func TestReadingsOfPastes(t *testing.T) {
 		{name: "iptables -nvL: a NodePort", file: "filter-nvL.txt", local: node,
 			req: Request{Dst: "192.168.1.10:31000"}, want: trace.Unknown, missing: "the nat table"},
 		{name: "iptables -nvL: whose address is not said", file: "filter-nvL.txt",
-			req: Request{Dst: "192.168.1.10:80"}, want: trace.Unknown, missing: "whether 192.168.1.10 is one of this node's addresses (--local-addresses)"},
+			req: Request{Dst: "192.168.1.10:80"}, want: trace.Unknown, missing: "whether 192.168.1.10 is one of this node's addresses"},
 		// Without -n: names (http, anywhere, any, loopback) are read.
 		{name: "iptables -vL: dpt:http", file: "filter-vL.txt", local: node,
 			req: Request{Dst: "192.168.1.10:80"}, want: trace.Local, note: "assumed: the nat table"},
@@ -164,6 +164,41 @@ func TestDockerHost(t *testing.T) {
 		)
 	}
 	runReadings(t, cases)
+}
+
+// TestRedirect: REDIRECT sends the packet to the node itself (a sidecar's port): local, with the port --to-ports
+// names; without the node's addresses the trace says which address it kept.
+func TestRedirect(t *testing.T) {
+	pod := []string{"10.244.1.5"}
+	runReadings(t, []readingCase{
+		{name: "inbound, redirected to 15006", file: "istio-sidecar.save", local: pod,
+			req: Request{Dst: "10.244.1.5:8080"}, want: trace.Local},
+		{name: "inbound, the pod's address not said", file: "istio-sidecar.save",
+			req: Request{Dst: "10.244.1.5:8080"}, want: trace.Local, note: "assumed: REDIRECT (nat/ISTIO_IN_REDIRECT rule 1) sends the packet to the first address of eth0"},
+		{name: "the sidecar's own port returns", file: "istio-sidecar.save", local: pod,
+			req: Request{Dst: "10.244.1.5:15020"}, want: trace.Local},
+	})
+	s, err := Load([]byte(mustRead(t, "testdata/readings/istio-sidecar.save")), []netip.Addr{netip.MustParseAddr("10.244.1.5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Trace(s, Request{Dst: "10.244.1.5:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := tr.Paths[0].Hops[len(tr.Paths[0].Hops)-1]
+	if len(tr.Paths) != 1 || !strings.HasPrefix(last.Verdict, "redirect to 10.244.1.5:15006") {
+		t.Errorf("paths %d, last hop %q: want redirect to 10.244.1.5:15006", len(tr.Paths), last.Verdict)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestUntranslatedForward (issue 35): a ClusterIP on a port its Service lacks, and an address the cluster does
