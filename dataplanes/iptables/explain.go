@@ -60,9 +60,9 @@ func (m *matcher) keys() []string {
 	return out
 }
 
-// stamp marks a hop of the nat table's Service chains with the stage it does, once the walk knows its result.
-// caller is where the rule that jumped to this chain is ("" for a base chain); chain is the hop's chain.
-func stamp(h *trace.Hop, table string, chain *Chain, m *matcher, caller string) {
+// stamp marks a hop of the nat table's Service chains with the stage it does, once the walk knows its result;
+// chain is the hop's chain.
+func stamp(h *trace.Hop, table string, chain *Chain, m *matcher) {
 	if table != "nat" {
 		return
 	}

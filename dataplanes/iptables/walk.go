@@ -111,7 +111,7 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 		h := trace.Hop{Table: t.Name, Chain: f.chain.Name, Rule: idx + 1, Text: rule.Text, Service: m.service}
 		chain, caller := f.chain, f.from
 		add := func() {
-			stamp(&h, t.Name, chain, m, caller)
+			stamp(&h, t.Name, chain, m)
 			w.Add(h)
 		}
 		matched, reason, prob := m.evaluate(w)

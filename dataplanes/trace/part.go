@@ -28,7 +28,9 @@ const (
 	MeansRedirect = "redirect"
 )
 
-// Part is what a hop does at a stage, in the engine's own names.
+// Part is what a hop does at a stage, in the engine's own names. A rule that did not match may carry the part it
+// would have done (a statistic rule of the cascade the packet passed by, a dispatch map it was not in): what the
+// engine's sentences say of the rules around the packet; readers of what the packet met take matched hops only.
 type Part struct {
 	Stage Stage `json:"stage"`
 	// At is the place, when it is said apart from what is done there (a DNAT's chain and rule): a reader says
