@@ -299,8 +299,12 @@ func (r *reader) fallback(key string, p trace.Path) string {
 	switch {
 	case r.t.Conntrack != nil && key != Source && key != Reply:
 		return None + ": an existing conntrack entry decides this flow (" + r.t.Conntrack.Direction + " direction)"
+	case p.NoAnswer != "" && (key == Source || key == Reply):
+		return None + ": no pod receives it, nothing answers (" + p.NoAnswer + ")"
+	case p.NoAnswer != "":
+		return None + ": no rule translated the packet; it leaves the node untranslated"
 	case p.Verdict == trace.Local:
-		return None + ": no rule translated the packet; the node's own socket answers"
+		return None + ": the packet is for the node itself; its own socket answers"
 	case p.Verdict == trace.Unknown && len(p.Missing) > 0:
 		return Unknown + ": the input lacks " + strings.Join(p.Missing, "; ")
 	case p.Verdict == trace.Dropped || p.Verdict == trace.Rejected:
@@ -471,8 +475,8 @@ func (r *reader) snat(p trace.Path) []seg {
 
 // source: the source address the pod sees.
 func (r *reader) source(p trace.Path) []seg {
-	if p.Verdict != trace.Delivered || p.SNAT == "" {
-		return nil
+	if p.Verdict != trace.Delivered || p.SNAT == "" || p.NoAnswer != "" {
+		return nil // the fallback says why no pod sees it
 	}
 	src, _, err := trace.ParseSrc(r.t.Packet.Src)
 	if err == nil && strings.SplitN(p.SNAT, ":", 2)[0] == src.String() {

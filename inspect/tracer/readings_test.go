@@ -8,6 +8,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/stages"
 )
 
 // readingCase is one packet through a dump of testdata/readings (see its README for where each came from):
@@ -232,6 +233,12 @@ func TestUntranslatedForward(t *testing.T) {
 	}
 	if why := trace.OutcomeMismatch(p, trace.Connection{Answered: true, Pod: "web-1"}); why == "" {
 		t.Errorf("a pod's answer agrees with a path nothing answers")
+	}
+	// --explain says no pod sees it and nothing answers, never "the pod sees 172.18.0.3".
+	for _, st := range stages.Of(tr) {
+		if (st.Key == stages.Source || st.Key == stages.Reply) && !strings.Contains(st.Text, "no pod receives it, nothing answers") {
+			t.Errorf("stage %s: %q", st.Key, st.Text)
+		}
 	}
 	tr, err = Trace(s, Request{Dst: "10.123.4.5:80"})
 	if err != nil {
