@@ -266,7 +266,7 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 					verb, does = "goto", "goes"
 				}
 				if strings.ToUpper(tg) == tg && !strings.ContainsAny(tg, "-_") {
-					// An extension target (REDIRECT, TPROXY, CLASSIFY, …), not a chain.
+					// An extension target (TPROXY, CLASSIFY, …), not a chain.
 					h.Verdict = strings.ToLower(tg) + " (not modelled)"
 					add()
 					w.Missing("what target %s does (%s/%s rule %d): k8sguide does not model it", tg, t.Name, f.chain.Name, idx+1)

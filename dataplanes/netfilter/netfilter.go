@@ -287,8 +287,6 @@ func (w *Walk) Choose(probs []float64) int {
 // Probability is the chance of the choices this walk followed so far.
 func (w *Walk) Probability() float64 { return w.prob }
 
-// Redirect translates the destination to the node itself (REDIRECT, nft redirect): a local delivery, not a
-// Service endpoint, when the address stays the packet's.
 // RedirectAddr is the address a redirect sends the packet to: 127.0.0.1 for one the node makes (OUTPUT), else the
 // first address of the interface it came in on (nf_nat_redirect_ipv4); invalid when the state does not say.
 func (w *Walk) RedirectAddr() netip.Addr {
@@ -306,6 +304,8 @@ func (w *Walk) RedirectAddr() netip.Addr {
 	return netip.Addr{}
 }
 
+// Redirect translates the destination to the node itself (REDIRECT, nft redirect): a local delivery, not a
+// Service endpoint, when the address stays the packet's.
 func (w *Walk) Redirect(to netip.AddrPort) string {
 	s := w.DNAT(to)
 	w.redirected = true
@@ -816,8 +816,7 @@ func (w *Walk) applyPending(h Hook, priority int) {
 // route makes the routing decision for the packet's (possibly translated) destination.
 func (w *Walk) route() (Verdict, bool) {
 	dst := w.Pkt.Dst
-	local := w.redirected || w.Net.IsLocal(dst)
-	if local {
+	if w.redirected || w.Net.IsLocal(dst) {
 		// A redirect's address is one of the node's by construction (nf_nat_redirect), said or not.
 		w.Pkt.Local = true
 		w.Pkt.Oif = "lo"

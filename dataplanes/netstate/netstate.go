@@ -200,7 +200,8 @@ func (s *State) LocalType(ip netip.Addr) string {
 }
 
 // LocalFact is the question whether ip is one of the node's addresses, when they were not given (AddrsUnknown):
-// the same words wherever a walk meets it, so that every rule and the routing decision ask the same fact.
+// the same words wherever a walk meets it, so that every rule that tests it (iptables' addrtype, nft's fib) asks
+// the same fact.
 func LocalFact(ip netip.Addr) string {
 	return fmt.Sprintf("whether %s is one of this node's addresses: the input does not say; --local-addresses tells", ip)
 }

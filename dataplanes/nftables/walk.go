@@ -357,8 +357,8 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 	}
 	if left.Kind == KFib && left.Field == "type" && e.w.Net != nil {
 		if a := e.fibAddr(left); a.IsValid() && e.w.Net.LocalUnknown(a) {
-			// The node's addresses were not given: whether this one is among them is a fact of the walk (one
-			// for every rule and the routing decision; addrType takes the world's answer).
+			// The node's addresses were not given: whether this one is among them is a fact of the walk, one
+			// for every rule that asks it (addrType takes the world's answer).
 			if _, ok := e.w.Suppose(netstate.LocalFact(a)); !ok {
 				e.unknownHere("%s (`%s` in %s %s rule %d)", netstate.LocalFact(a), RenderStmt(s), e.table, e.chain, e.ruleNo)
 				return false, "not known: whether " + a.String() + " is the node's"
@@ -366,8 +366,8 @@ func (e *eval) match(s *Stmt, hop *trace.Hop) (bool, string) {
 		}
 	}
 	if why := e.assumedKey(left); why != "" {
-		// What the statement tests was assumed, not read (a pasted dump has no routes and may not name the
-		// node's addresses): a fact the walk may be made again with each answer to (see netfilter.Walk.Suppose).
+		// What the statement tests was assumed, not read (a pasted dump has no routes): a fact the walk may be
+		// made again with each answer to (see netfilter.Walk.Suppose).
 		fact := fmt.Sprintf("%s (`%s` in %s %s rule %d)", why, RenderStmt(s), e.table, e.chain, e.ruleNo)
 		v, ok := e.w.Suppose(fact)
 		switch {
@@ -938,9 +938,8 @@ func (e *eval) iif() string {
 	return e.w.Pkt.Iif
 }
 
-// oif is the output interface as the hook sees it (none before the routing decision).
 // assumedKey says why the value a match tests was only assumed ("" when it was read): the interface a packet
-// leaves by when the input has no routes, or whether an address is the node's when its addresses were not given.
+// leaves by, when the input has no routes.
 func (e *eval) assumedKey(x *Expr) string {
 	n := e.w.Net
 	switch {
@@ -951,6 +950,7 @@ func (e *eval) assumedKey(x *Expr) string {
 	return ""
 }
 
+// oif is the output interface as the hook sees it (none before the routing decision).
 func (e *eval) oif() string {
 	if e.w.Hook == netfilter.Prerouting || e.w.Hook == netfilter.Input {
 		return ""
@@ -1220,9 +1220,6 @@ func natTarget(x *Expr) (netip.Addr, uint16, bool) {
 	}
 	return netip.Addr{}, 0, false
 }
-
-// redirectAddr is where redirect sends a packet: 127.0.0.1 for the node's own packets, else the first
-// address of the interface it came in on.
 
 // Prefixes of kube-proxy's per-service chain names: service-HASH-NS/NAME/PROTO/PORTNAME and the like.
 var serviceChainPrefixes = []string{"service-", "external-", "local-", "endpoint-", "firewall-", "affinity-"}

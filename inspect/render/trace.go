@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/stages"
 )
 
 // TraceOptions choose how much of a trace the table shows.
@@ -114,7 +115,7 @@ func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
 		}
 	}
 	// Where today's rules differ from the guide's (explain.go).
-	if n := GuideNote(t); n != "" {
+	if n := stages.GuideNote(t); n != "" {
 		fmt.Fprintln(w)
 		o.line(w, "Guide:", n)
 	}
@@ -229,8 +230,8 @@ func pathList(paths []int) string {
 	return "paths " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
-// compactReply is a reply's addresses before and after what undoes the translations turns them back, and whether it bypasses the
-// node; the whole sentence is in -o wide and the JSON.
+// compactReply is a reply's addresses before and after what undoes the translations turns them back, and
+// whether it bypasses the node; the whole sentence is in -o wide and the JSON.
 func compactReply(r *trace.Reply) string {
 	by := "conntrack"
 	if len(r.UndoneBy) > 0 {
