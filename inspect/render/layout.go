@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/k8sguide/k8sguide/internal/privdir"
 )
 
 // GraphvizName is the program that lays pictures out (cmd/k8sguide-graphviz); GraphvizEnv overrides where it is.
@@ -40,21 +42,28 @@ func graphvizPath() (string, error) {
 const GraphvizCacheEnv = "K8SGUIDE_GRAPHVIZ_CACHE"
 
 // graphvizCache is where k8sguide-graphviz keeps Graphviz's compiled WebAssembly (0.7 s to compile, 12 MB):
-// $K8SGUIDE_GRAPHVIZ_CACHE, else $XDG_CACHE_HOME/k8sguide/graphviz (~/.cache/...); "" when there is no such
-// directory to make.
-func graphvizCache() string {
-	dir := os.Getenv(GraphvizCacheEnv)
+// $K8SGUIDE_GRAPHVIZ_CACHE, else $XDG_CACHE_HOME/k8sguide/graphviz (~/.cache/...). The cache holds machine code
+// the program runs, so it must be private (privdir); a directory that is not is refused. Without HOME it is a
+// private directory made for this run and removed by done: never go-graphviz's own /tmp/go-graphviz, which
+// another user could make first.
+func graphvizCache() (dir string, done func(), err error) {
+	dir = os.Getenv(GraphvizCacheEnv)
 	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return ""
+		if base, err := os.UserCacheDir(); err == nil {
+			dir = filepath.Join(base, "k8sguide", "graphviz")
 		}
-		dir = filepath.Join(base, "k8sguide", "graphviz")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return ""
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "k8sguide-graphviz-")
+		if err != nil {
+			return "", nil, err
+		}
+		return tmp, func() { os.RemoveAll(tmp) }, nil
 	}
-	return dir
+	if err := privdir.Ensure(dir); err != nil {
+		return "", nil, err
+	}
+	return dir, func() {}, nil
 }
 
 // Layout turns a DOT graph into SVG with k8sguide-graphviz.
@@ -66,10 +75,13 @@ func Layout(ctx context.Context, dot string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Stdin = strings.NewReader(dot)
 	// go-graphviz caches its compiled module in $TMPDIR/go-graphviz: keep it with k8sguide's other caches
-	// rather than in /tmp (without a cache directory it compiles every time, and writes nothing).
-	if cache := graphvizCache(); cache != "" {
-		cmd.Env = append(os.Environ(), "TMPDIR="+cache)
+	// rather than in the shared /tmp.
+	cache, done, err := graphvizCache()
+	if err != nil {
+		return nil, err
 	}
+	defer done()
+	cmd.Env = append(os.Environ(), "TMPDIR="+cache)
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {

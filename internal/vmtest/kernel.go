@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/k8sguide/k8sguide/internal/privdir"
 )
 
 // The kernel the harness was tested with: Debian bookworm's cloud flavour, which boots in about a second under
@@ -72,7 +74,8 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (*Kernel,
 		}
 		cacheDir = d
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+	// The kernels and modules cached here are booted and loaded: the cache must be no one else's to write.
+	if err := privdir.Ensure(cacheDir); err != nil {
 		return nil, err
 	}
 	pinned := pinnedKernel

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/k8sguide/k8sguide/internal/privdir"
 )
 
 // CiliumVersion is the Cilium release whose datapath the lab runs; dataplanes/ebpf/cilium/go.mod requires the
@@ -240,6 +242,13 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	if prog != Host && prog != LXC && prog != Sock {
 		return "", fmt.Errorf("datapath: no program %q", prog)
 	}
+	// Root loads what is in cacheDir into the kernel: it must be no one else's to write.
+	if cacheDir == "" {
+		return "", ErrNoCacheDir
+	}
+	if err := privdir.Ensure(cacheDir); err != nil {
+		return "", err
+	}
 	clang, err := FindClang()
 	if err != nil {
 		return "", err
@@ -270,11 +279,11 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	h.Write(epH)
 	name := string(prog) + "-" + hex.EncodeToString(h.Sum(nil))[:16]
 	out := filepath.Join(cacheDir, name+".o")
-	if _, err := os.Stat(out); err == nil {
+	if _, err := os.Lstat(out); err == nil {
+		if err := privdir.CheckFile(out); err != nil {
+			return "", err
+		}
 		return out, nil
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", err
 	}
 	// The generated headers go in a directory searched before bpf/ (whose samples they replace), as the
 	// agent's -I of its state directory does.
@@ -323,17 +332,22 @@ func lastLines(s string, n int) string {
 const CacheEnv = "K8SGUIDE_CACHE_DIR"
 
 // CacheDir is where compiled objects are kept between labs: $K8SGUIDE_CACHE_DIR, else
-// $XDG_CACHE_HOME/k8sguide/cilium-<version> (~/.cache/...).
+// $XDG_CACHE_HOME/k8sguide/cilium-<version> (~/.cache/...); "" when neither that nor HOME is set. Never a path
+// in the shared temporary directory: another user could make it first and plant the objects root loads
+// (Compile refuses "" and any directory privdir does not accept).
 func CacheDir() string {
 	if d := os.Getenv(CacheEnv); d != "" {
 		return d
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		base = os.TempDir()
+		return ""
 	}
 	return filepath.Join(base, "k8sguide", "cilium-"+CiliumVersion)
 }
+
+// ErrNoCacheDir is Compile's refusal of an empty cache directory.
+var ErrNoCacheDir = errors.New("no directory to keep Cilium's compiled objects in: HOME and XDG_CACHE_HOME are unset; set one of them or " + CacheEnv + " (a shared /tmp path is not used: another user could plant the objects there)")
 
 // KernelHasBPFFS tells whether the running kernel offers a bpf filesystem ("bpf" in /proc/filesystems); the
 // error says /proc/filesystems could not be read, and then nothing is known.

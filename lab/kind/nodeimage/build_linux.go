@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/kind/pkg/build/nodeimage"
 	"sigs.k8s.io/kind/pkg/log"
 
+	"github.com/k8sguide/k8sguide/internal/privdir"
 	"github.com/k8sguide/k8sguide/lab/kind/nodeimage/capability"
 )
 
@@ -148,7 +149,8 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 	if _, err := b.docker(ctx, "info", "--format", "{{.ServerVersion}}"); err != nil {
 		return nil, fmt.Errorf("the node image is built on a Docker engine and none answers (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err)
 	}
-	if err := os.MkdirAll(b.cache, 0o755); err != nil {
+	// The cache holds binaries and trees that go into every node image root runs: no one else's to write.
+	if err := privdir.Ensure(b.cache); err != nil {
 		return nil, err
 	}
 	work, err := os.MkdirTemp("", "k8sguide-kind-image-")
