@@ -71,6 +71,11 @@ func ParseDst(s string) (netip.AddrPort, error) {
 	if !ap.Addr().Is4() {
 		return ap, fmt.Errorf("%q: want IPv4:PORT, e.g. 172.18.0.3:30080", s)
 	}
+	// No TCP, UDP or SCTP packet goes to port 0, and no rule of a proxy matches it: a walk of one only meets
+	// rules that ignore the port (a Service's ClusterIP match) and would name a Service that has no port 0.
+	if ap.Port() == 0 {
+		return ap, fmt.Errorf("%q: port 0 is no destination port; want IPv4:PORT with PORT 1-65535", s)
+	}
 	return ap, nil
 }
 
