@@ -4,9 +4,9 @@ package deploy
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/internal/readcap"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/spf13/cobra"
@@ -43,10 +43,10 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if len(args) == 1 {
 		var err error
 		if args[0] == "-" {
-			data, err = io.ReadAll(streams.In)
+			data, err = readcap.Reader(streams.In, "standard input", workload.MaxManifest, "a lab manifest", workload.MaxManifestWhy)
 			source = "standard input"
 		} else {
-			data, err = os.ReadFile(args[0])
+			data, err = readcap.File(args[0], workload.MaxManifest, "a lab manifest", workload.MaxManifestWhy)
 			source = args[0]
 		}
 		if err != nil {
