@@ -6,13 +6,17 @@ import (
 	"sync"
 )
 
-// Probe is the outcome of several connections from the lab's client to one address.
+// Probe is the outcome of several connections from the lab's client to one address: only of the connections
+// that were made. An interrupted probe (its context cancelled) counts what was done before, and the connections
+// the interruption cut short are neither answers nor failures.
 type Probe struct {
-	Addr     string         `json:"addr"`
-	Answers  map[string]int `json:"answers"`  // pod name → connections it answered
-	Sources  map[string]int `json:"sources"`  // source IP the pods saw → count
-	Failures int            `json:"failures"` // connections that got no answer
-	LastErr  string         `json:"lastError,omitempty"`
+	Addr        string         `json:"addr"`
+	Made        int            `json:"made"`     // connections made to the end: answered or failed
+	Answers     map[string]int `json:"answers"`  // pod name → connections it answered
+	Sources     map[string]int `json:"sources"`  // source IP the pods saw → count
+	Failures    int            `json:"failures"` // connections that got no answer
+	LastErr     string         `json:"lastError,omitempty"`
+	Interrupted bool           `json:"interrupted,omitempty"` // the context ended before all were made
 }
 
 // probesInFlight is how many of a probe's connections are open at once: a node that drops the traffic costs a
@@ -26,13 +30,24 @@ func ProbeAddr(ctx context.Context, p Provider, name, addr string, n int) Probe 
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, probesInFlight)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		slots <- struct{}{}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break // interrupted while waiting for a slot: start nothing more
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
 			r, err := p.Get(ctx, name, addr)
 			mu.Lock()
 			defer mu.Unlock()
+			if ctx.Err() != nil {
+				// Cut short (or finished as the interruption came): not a connection the node failed.
+				return
+			}
+			pr.Made++
 			if err != nil {
 				pr.Failures++
 				pr.LastErr = err.Error()
@@ -47,5 +62,6 @@ func ProbeAddr(ctx context.Context, p Provider, name, addr string, n int) Probe 
 		}()
 	}
 	wg.Wait()
+	pr.Interrupted = pr.Made < n
 	return pr
 }

@@ -58,7 +58,30 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	return cmd
 }
 
+// MaxCheck bounds --check: connections per node, all of them made from the lab's client.
+const MaxCheck = 10000
+
+// validate checks the numbers a user can give before anything is changed.
+func (f *flags) validate() error {
+	if f.Check < 0 || f.Check > MaxCheck {
+		return fmt.Errorf("--check %d: want 0 (no check) to %d connections per node", f.Check, MaxCheck)
+	}
+	if f.Port < 1 || f.Port > 65535 {
+		return fmt.Errorf("--port %d: want a port 1-65535", f.Port)
+	}
+	if f.TargetPort < 0 || f.TargetPort > 65535 {
+		return fmt.Errorf("--target-port %d: want a port 1-65535 (or 0: --port)", f.TargetPort)
+	}
+	if f.NodePort < 0 || f.NodePort > 65535 {
+		return fmt.Errorf("--node-port %d: want a port in the lab's NodePort range (or 0: allocate one)", f.NodePort)
+	}
+	return nil
+}
+
 func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
 	etp := v1.ServiceExternalTrafficPolicy(f.ExternalTrafficPolicy)
 	if etp != v1.ServiceExternalTrafficPolicyCluster && etp != v1.ServiceExternalTrafficPolicyLocal {
 		return fmt.Errorf("--external-traffic-policy %q: want Cluster or Local", f.ExternalTrafficPolicy)
@@ -132,9 +155,12 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	var unexpected []string
 	var notes []string
 	pods := podNames(probes)
+	interrupted := false
 	for i, n := range status.Nodes {
 		pr := probes[i]
-		answered := fmt.Sprintf("%d/%d", f.Check-pr.Failures, f.Check)
+		// Only what was made: an interrupted check made fewer than --check, and says so below.
+		answered := fmt.Sprintf("%d/%d", pr.Made-pr.Failures, pr.Made)
+		interrupted = interrupted || pr.Interrupted
 		if pr.Failures > 0 {
 			expected := etp == v1.ServiceExternalTrafficPolicyLocal && !withEndpoint[n.Name]
 			if expected {
@@ -142,7 +168,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 				notes = append(notes, fmt.Sprintf("%s has no endpoint of %s, and externalTrafficPolicy Local keeps NodePort traffic to the node's own endpoints: it drops it (%s)", n.Name, svc.Name, pr.LastErr))
 			} else {
 				unexpected = append(unexpected, n.Name)
-				notes = append(notes, fmt.Sprintf("%s: %d of %d failed: %s", n.Name, pr.Failures, f.Check, pr.LastErr))
+				notes = append(notes, fmt.Sprintf("%s: %d of %d failed: %s", n.Name, pr.Failures, pr.Made, pr.LastErr))
 			}
 		}
 		// Nodes by the short names node-ip prints and --node takes; the header names the lab's prefix.
@@ -155,6 +181,13 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	}
 	for _, n := range notes {
 		io.WriteString(streams.Out, render.Wrap("  -", "    ", n, width))
+	}
+	if interrupted {
+		made := make([]string, len(probes))
+		for i, pr := range probes {
+			made[i] = strconv.Itoa(pr.Made)
+		}
+		return fmt.Errorf("interrupted: %s of %d connections per node made (counted above); service/%s stays", strings.Join(made, ", "), f.Check, svc.Name)
 	}
 	if len(unexpected) > 0 {
 		return fmt.Errorf("connections failed on %s, which should answer (see above)", strings.Join(unexpected, ", "))
