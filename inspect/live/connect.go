@@ -3,7 +3,9 @@ package live
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -15,6 +17,9 @@ import (
 // node (from "node") or a pod (from "pod/NAME" or "pod/NAMESPACE/NAME"), each from a new source port, parallel at
 // a time (1: one after another, as a client whose next connection follows what the node remembers of the last,
 // such as session affinity), and says what each did, in order.
+//
+// An interruption (ctx ended) returns the connections made before it, in order, with ctx's error: the ones it cut
+// short are not among them. Nothing is allocated by n, which the caller bounds.
 func Connections(ctx context.Context, p lab.Provider, name, from, node, dst string, n, parallel int) ([]trace.Connection, error) {
 	if _, err := trace.ParseDst(dst); err != nil {
 		return nil, fmt.Errorf("%v", err)
@@ -23,19 +28,77 @@ func Connections(ctx context.Context, p lab.Provider, name, from, node, dst stri
 	if err != nil {
 		return nil, err
 	}
-	out := make([]trace.Connection, n)
+	if ns, pod, ok := lab.PodRef(from); ok {
+		if err := podExists(ctx, p, name, ns, pod); err != nil {
+			return nil, err
+		}
+	}
+	type made struct {
+		i int
+		c trace.Connection
+	}
+	var mu sync.Mutex
+	var done []made
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
-	for i := range n {
+	for i := 0; i < n && gctx.Err() == nil; i++ {
 		g.Go(func() error {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			out[i] = connect(gctx, p, name, where, dst, 0)
+			c := connect(gctx, p, name, where, dst, 0)
+			if err := gctx.Err(); err != nil {
+				return err // cut short: not a connection that failed
+			}
+			mu.Lock()
+			done = append(done, made{i, c})
+			mu.Unlock()
 			return nil
 		})
 	}
-	return out, g.Wait()
+	err = g.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	slices.SortFunc(done, func(a, b made) int { return a.i - b.i })
+	out := make([]trace.Connection, len(done))
+	for k, m := range done {
+		out[k] = m.c
+	}
+	return out, err
+}
+
+// podExists checks that the lab has the pod connections are to start from: a connection from a pod that is not
+// there would only fail, each one, and look like the network's answer.
+func podExists(ctx context.Context, p lab.Provider, name, namespace, pod string) error {
+	w, err := p.Workloads(ctx, name)
+	if err != nil {
+		return err
+	}
+	pods, err := w.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	var known []string
+	for _, o := range pods {
+		if o.Name == pod && (namespace == "" || o.Namespace == namespace) {
+			return nil
+		}
+		if len(known) < 10 {
+			known = append(known, o.Name)
+		}
+	}
+	where := "lab " + name
+	if namespace != "" {
+		where = "namespace " + namespace + " of " + where
+	}
+	if len(known) == 0 {
+		return fmt.Errorf("no pod %s in %s (it has none)", pod, where)
+	}
+	if len(pods) > len(known) {
+		known = append(known, "…")
+	}
+	return fmt.Errorf("no pod %s in %s (pods: %s)", pod, where, strings.Join(known, ", "))
 }
 
 // placeOf is the node, pod or client a packet from `from` starts in.

@@ -9,7 +9,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scenario"
 
@@ -17,6 +22,7 @@ import (
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/connect"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/deploy"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/down"
@@ -63,14 +69,77 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		lb.NewCommand(streams),
 		internal.NewCommand(streams),
 	)
+	// A lab name is checked where it enters, whatever the command: it names namespaces, nodes and files, and one
+	// with a newline or an escape sequence would reach the terminal and the kernel as it is.
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		return validateLabNames(cmd.Flags())
+	}
+	requireSubcommand(root)
 	return root
 }
 
+// validateLabNames checks the values of a command's --name flag (compare takes several).
+func validateLabNames(fs *pflag.FlagSet) error {
+	f := fs.Lookup("name")
+	if f == nil || !f.Changed {
+		return nil
+	}
+	names := []string{f.Value.String()}
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		names = sv.GetSlice()
+	}
+	for _, n := range names {
+		if err := lab.ValidateName(n); err != nil {
+			return fmt.Errorf("--name: %w", err)
+		}
+	}
+	return nil
+}
+
+// requireSubcommand makes a command group (lb, scenario) run without a subcommand, or with one it does not
+// have, an error: cobra would print the group's help and exit 0, so `lb foo` looked like it had worked.
+func requireSubcommand(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		requireSubcommand(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown subcommand %q for %q: want one of %s", args[0], cmd.CommandPath(), subcommands(cmd))
+		}
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return fmt.Errorf("%s needs a subcommand: %s (see %s --help)", cmd.CommandPath(), subcommands(cmd), cmd.CommandPath())
+	}
+}
+
+func subcommands(c *cobra.Command) string {
+	var names []string
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// ExitInterrupted is the exit status of a command stopped by SIGINT or SIGTERM (128+SIGINT, as a shell's).
+const ExitInterrupted = 130
+
 // Run runs k8sguide and returns its exit status. Errors are one line on stderr; `exec` passes on the exit
-// status of the command it ran. SIGINT and SIGTERM cancel the command's context, so commands undo half-made work.
+// status of the command it ran. SIGINT and SIGTERM cancel the command's context, so commands undo half-made work;
+// the error then says it was interrupted (and what the command said it undid or left), exit status 130.
 func Run(args []string, in io.Reader, out, errOut io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runContext(ctx, args, in, out, errOut)
+}
+
+// runContext is Run under ctx, whose cancellation stands for the signal.
+func runContext(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	root := NewCommand(lab.Streams{In: in, Out: out, Err: errOut})
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -82,6 +151,57 @@ func Run(args []string, in io.Reader, out, errOut io.Writer) int {
 	if errors.As(err, &exitErr) && exitErr.ExitCode() > 0 {
 		return exitErr.ExitCode()
 	}
-	fmt.Fprintf(errOut, "ERROR: %v\n", err)
+	if ctx.Err() != nil {
+		fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(interrupted(err)))
+		return ExitInterrupted
+	}
+	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(withoutRequestURLs(err.Error())))
 	return 1
+}
+
+// requestURL is how client-go's errors (url.Error) start: the method and the whole request URL, which says
+// nothing a user can act on ("Get \"https://127.0.0.1:38211/api/v1/namespaces/default/pods?limit=500\": ").
+var requestURL = regexp.MustCompile(`\b(Get|Head|Post|Put|Patch|Delete|Options) "[a-z]+://[^"]*": `)
+
+// withoutRequestURLs reduces client-go's request errors in msg to their cause.
+func withoutRequestURLs(msg string) string { return requestURL.ReplaceAllString(msg, "") }
+
+// interrupted is the message of a command stopped by a signal: "interrupted", then whatever the command said
+// besides the cancellation itself (what it undid or left, where it was).
+func interrupted(err error) string {
+	msg := withoutRequestURLs(err.Error())
+	for _, raw := range []string{context.Canceled.Error(), context.DeadlineExceeded.Error(), "signal: killed", "signal: interrupt"} {
+		msg = strings.ReplaceAll(msg, ": "+raw, "")
+		msg = strings.ReplaceAll(msg, raw, "")
+	}
+	msg = strings.Trim(msg, " :;,")
+	switch {
+	case msg == "":
+		return "interrupted"
+	case strings.HasPrefix(msg, "interrupted"):
+		return msg
+	}
+	return "interrupted: " + msg
+}
+
+// oneLine makes msg one line of plain text whatever it holds: leading and trailing space trimmed, and every
+// control character (a newline in a lab or pod name, an escape sequence from a pasted dump) and invalid byte
+// written as its Go escape, visibly.
+func oneLine(msg string) string {
+	msg = strings.TrimSpace(msg)
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		r, size := utf8.DecodeRuneInString(msg[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, msg[i])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(msg[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }

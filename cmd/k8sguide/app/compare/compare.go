@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,6 +69,9 @@ type source struct {
 	file  string
 }
 
+// MaxSources bounds the columns of one comparison (--name and --snapshot together).
+const MaxSources = 8
+
 func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	format, err := render.ParseFormat(f.Output, render.Table, render.JSON, "html")
 	if err != nil {
@@ -106,6 +110,9 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if len(f.Snapshots) > 0 && f.Node != "" {
 		return fmt.Errorf("--node picks a lab's node; a snapshot is of one node already")
 	}
+	if n := len(f.Names) + len(f.Snapshots); n > MaxSources {
+		return fmt.Errorf("%d sources: compare puts at most %d side by side", n, MaxSources)
+	}
 	var sources []source
 	for _, s := range f.Snapshots {
 		sources = append(sources, source{label: "snapshot " + s, file: s})
@@ -120,6 +127,11 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 			d, err := dataplanes.Parse(strings.TrimSpace(s))
 			if err != nil {
 				return fmt.Errorf("--dataplanes: %w", err)
+			}
+			// A lab is built per entry: a repeated one would only build the same lab again (and a long list,
+			// many labs on a small machine).
+			if slices.Contains(ds, d) {
+				return fmt.Errorf("--dataplanes: %s is named twice", d)
 			}
 			ds = append(ds, d)
 		}

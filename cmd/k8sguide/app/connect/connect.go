@@ -13,6 +13,12 @@ import (
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
 
+// MaxCount and MaxParallel bound --count and --parallel: each connection is a process started in the lab.
+const (
+	MaxCount    = 10000
+	MaxParallel = 100
+)
+
 type flags struct {
 	Name     string
 	From     string
@@ -44,8 +50,15 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.Count < 1 {
-				return fmt.Errorf("--count %d: make at least one connection", f.Count)
+			// Bad input first: it needs no lab to be refused.
+			if _, err := trace.ParseDst(args[0]); err != nil {
+				return err
+			}
+			if f.Count < 1 || f.Count > MaxCount {
+				return fmt.Errorf("--count %d: want 1 to %d connections", f.Count, MaxCount)
+			}
+			if f.Parallel < 1 || f.Parallel > MaxParallel {
+				return fmt.Errorf("--parallel %d: want 1 to %d connections at once", f.Parallel, MaxParallel)
 			}
 			if f.Node != "" && f.From != "node" {
 				return fmt.Errorf("--node is where --from node connections start: give --from node")
@@ -66,18 +79,24 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 					return err
 				}
 			}
-			if f.Parallel < 1 {
-				return fmt.Errorf("--parallel %d: at least 1", f.Parallel)
-			}
 			conns, err := live.Connections(cmd.Context(), p, f.Name, f.From, node, args[0], f.Count, f.Parallel)
+			if err != nil && (len(conns) == 0 || cmd.Context().Err() == nil) {
+				return err
+			}
+			// Interrupted part-way: what was made is shown, and the error says it was not all.
+			r := Result{From: orClient(f.From), Node: node, Dst: args[0], Connections: conns}
+			if format == render.JSON {
+				err = render.WriteData(streams.Out, format, r)
+			} else {
+				err = render.Connections(streams.Out, r.From+" "+r.Node, r.Dst, r.Connections)
+			}
 			if err != nil {
 				return err
 			}
-			r := Result{From: orClient(f.From), Node: node, Dst: args[0], Connections: conns}
-			if format == render.JSON {
-				return render.WriteData(streams.Out, format, r)
+			if len(conns) < f.Count {
+				return fmt.Errorf("interrupted: %d of %d connections made (shown above)", len(conns), f.Count)
 			}
-			return render.Connections(streams.Out, r.From+" "+r.Node, r.Dst, r.Connections)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)

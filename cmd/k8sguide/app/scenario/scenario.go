@@ -134,6 +134,9 @@ func couldNotRun(streams lab.Streams, err error) error {
 	return exitCode(2)
 }
 
+// MaxParallel bounds scenario run --parallel: each lab is a handful of processes and namespaces.
+const MaxParallel = 32
+
 func runCommand(streams lab.Streams) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
@@ -179,8 +182,8 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 			dps = append(dps, d)
 		}
 	}
-	if f.Parallel < 1 {
-		return fmt.Errorf("--parallel %d: run at least one lab at a time", f.Parallel)
+	if f.Parallel < 1 || f.Parallel > MaxParallel {
+		return fmt.Errorf("--parallel %d: run 1 to %d labs at a time", f.Parallel, MaxParallel)
 	}
 	if f.Explain && f.Parallel > 1 {
 		return fmt.Errorf("--explain walks one lab at a time: leave out --parallel")
