@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k8sguide/k8sguide/internal/readcap"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"go.yaml.in/yaml/v3"
@@ -67,6 +67,9 @@ func Parse(file string, data []byte, files func(name string) ([]byte, error)) (*
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
+	if err := checkAliases(file, root); err != nil {
+		return nil, err
+	}
 	if errs := validateSchema(file, root); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -89,7 +92,7 @@ func Parse(file string, data []byte, files func(name string) ([]byte, error)) (*
 
 // LoadFile reads a scenario file; files a step names are read from its directory.
 func LoadFile(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := readcap.Scenario.File(path)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func LoadFile(path string) (*Scenario, error) {
 		if filepath.IsAbs(name) || strings.HasPrefix(filepath.Clean(name), "..") {
 			return nil, fmt.Errorf("%s: a file beside the scenario, named relative to it", name)
 		}
-		return os.ReadFile(filepath.Join(dir, name))
+		return readcap.Manifest.File(filepath.Join(dir, name))
 	})
 }
 
@@ -250,6 +253,73 @@ func keyNode(n *yaml.Node, key string) *yaml.Node {
 }
 
 // toJSONValue turns a YAML node into the value encoding/json would make of the same document.
+// checkAliases refuses a document whose aliases expand it far past what its bytes hold (a "billion laughs": nine
+// levels of ten aliases are 10⁹ nodes from under 1 KB), before anything expands them: the schema's check and the
+// decoding into a Scenario each walk the document with every alias in place. yaml.v3 itself bounds aliasing
+// only when it decodes into Go values, and its bound lets a document decode to 400,000 nodes of aliases; a
+// scenario has no use for that. Aliases may repeat what the document holds a few times over (a check block
+// reused per dataplane): expanded, it may have at most maxExpansion times its own nodes, plus 10,000.
+func checkAliases(file string, root *yaml.Node) error {
+	own := 0
+	var count func(n *yaml.Node)
+	count = func(n *yaml.Node) {
+		own++
+		if n.Kind != yaml.AliasNode {
+			for _, c := range n.Content {
+				count(c)
+			}
+		}
+	}
+	count(root)
+	limit := maxExpansion*own + 10_000
+	// Expanded sizes per node, memoized: each anchored node is counted once however often it is named, so
+	// the count itself costs the document's size, not its expansion's.
+	sizes := map[*yaml.Node]int{}
+	var expanded func(n *yaml.Node) int
+	expanded = func(n *yaml.Node) int {
+		if v, ok := sizes[n]; ok {
+			return v
+		}
+		sizes[n] = limit + 1 // a node met again while it is counted: an alias inside its own anchor
+		total := 1
+		if n.Kind == yaml.AliasNode {
+			if n.Alias != nil {
+				total += expanded(n.Alias)
+			}
+		} else {
+			for _, c := range n.Content {
+				total += expanded(c)
+				if total > limit {
+					break
+				}
+			}
+		}
+		total = min(total, limit+1)
+		sizes[n] = total
+		return total
+	}
+	if expanded(root) > limit {
+		return &LineError{File: file, Line: firstAlias(root), Msg: fmt.Sprintf("its aliases would expand the scenario past %s nodes (%d times its own %s, plus 10,000): a scenario reuses a block a few times, no more", printer.Sprint(limit), maxExpansion, printer.Sprint(own))}
+	}
+	return nil
+}
+
+// maxExpansion bounds how many times over aliases may repeat a scenario's own nodes.
+const maxExpansion = 4
+
+// firstAlias is the line of the document's first alias, where its expansion starts.
+func firstAlias(n *yaml.Node) int {
+	if n.Kind == yaml.AliasNode {
+		return n.Line
+	}
+	for _, c := range n.Content {
+		if l := firstAlias(c); l > 0 {
+			return l
+		}
+	}
+	return 0
+}
+
 func toJSONValue(n *yaml.Node) (any, error) {
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -397,5 +467,5 @@ func Source(s *Scenario) ([]byte, error) {
 	if name, ok := strings.CutPrefix(s.File, "builtin/"); ok {
 		return fs.ReadFile(Lessons, path.Join("lessons", name))
 	}
-	return os.ReadFile(s.File)
+	return readcap.Scenario.File(s.File)
 }

@@ -42,38 +42,38 @@ func TestFileRefusesWithoutReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = File(big, 16<<20, "a manifest", "a 10,000-Service manifest is about 3 MB")
+	_, err = Limit{16 << 20, "a manifest", "a 10,000-Service manifest is about 3 MB"}.File(big)
 	want := big + ": 10240 MB is too big for a manifest (k8sguide reads up to 16 MB; a 10,000-Service manifest is about 3 MB)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
 	small := filepath.Join(dir, "small.yaml")
 	os.WriteFile(small, []byte("kind: Service\n"), 0o644)
-	if data, err := File(small, 16<<20, "a manifest", ""); err != nil || string(data) != "kind: Service\n" {
+	if data, err := (Limit{16 << 20, "a manifest", ""}).File(small); err != nil || string(data) != "kind: Service\n" {
 		t.Fatalf("a small file: %q, %v", data, err)
 	}
 	// Exactly the limit is read; one byte more is not, and the sizes then read in bytes.
 	exact := filepath.Join(dir, "exact")
 	os.WriteFile(exact, bytes.Repeat([]byte("x"), 1<<20), 0o644)
-	if _, err := File(exact, 1<<20, "x", ""); err != nil {
+	if _, err := (Limit{1 << 20, "x", ""}).File(exact); err != nil {
 		t.Fatalf("a file of exactly the limit: %v", err)
 	}
 	os.WriteFile(exact, bytes.Repeat([]byte("x"), 1<<20+1), 0o644)
-	if _, err := File(exact, 1<<20, "a scenario", ""); err == nil || !strings.Contains(err.Error(), "1048577 bytes is too big for a scenario (k8sguide reads up to 1048576 bytes)") {
+	if _, err := (Limit{1 << 20, "a scenario", ""}).File(exact); err == nil || !strings.Contains(err.Error(), "1048577 bytes is too big for a scenario (k8sguide reads up to 1048576 bytes)") {
 		t.Fatalf("one byte over: %v", err)
 	}
 }
 
 func TestReaderStopsAtLimit(t *testing.T) {
 	in := &countingReader{r: endless{}}
-	_, err := Reader(in, "standard input", 1<<20, "a manifest", "")
+	_, err := Limit{1 << 20, "a manifest", ""}.Reader(in, "standard input")
 	if err == nil || err.Error() != "standard input: over 1.0 MB is too big for a manifest (k8sguide reads up to 1.0 MB)" {
 		t.Fatalf("got %v", err)
 	}
 	if in.n > 1<<20+64<<10 {
 		t.Errorf("read %d bytes of an endless stream to refuse it at 1 MB", in.n)
 	}
-	if data, err := Reader(strings.NewReader("abc"), "x", 3, "x", ""); err != nil || string(data) != "abc" {
+	if data, err := (Limit{3, "x", ""}).Reader(strings.NewReader("abc"), "x"); err != nil || string(data) != "abc" {
 		t.Fatalf("%q %v", data, err)
 	}
 }

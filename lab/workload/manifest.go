@@ -22,15 +22,6 @@ type Manifest struct {
 	Services    []*v1.Service
 }
 
-// MaxManifest is the most a manifest may hold (deploy's FILE or standard input, a file a scenario step names).
-// A manifest of 10,000 NodePort Services is about 2 MB; parsing costs time and memory in proportion (measured:
-// 8 MB, 45,000 Services, 3.4 s and 180 MB; a 200 MB manifest took 2.7 GB). 8 MB holds four times the largest lab
-// anyone deploys (past that the lab's apiserver and proxies, not the file, are what a lesson would measure).
-const MaxManifest = 8 << 20
-
-// MaxManifestWhy is what MaxManifest is measured against, for the error that refuses more.
-const MaxManifestWhy = "a manifest of 10,000 Services is about 2 MB"
-
 // ParseManifest reads a YAML or JSON file of one or more documents. Only v1 ConfigMaps, apps/v1 Deployments and
 // v1 Services are accepted; anything else is an error naming the document, so a typo is not silently ignored.
 func ParseManifest(data []byte) (*Manifest, error) {

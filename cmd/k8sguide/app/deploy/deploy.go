@@ -43,10 +43,10 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if len(args) == 1 {
 		var err error
 		if args[0] == "-" {
-			data, err = readcap.Reader(streams.In, "standard input", workload.MaxManifest, "a lab manifest", workload.MaxManifestWhy)
+			data, err = readcap.Manifest.Reader(streams.In, "standard input")
 			source = "standard input"
 		} else {
-			data, err = readcap.File(args[0], workload.MaxManifest, "a lab manifest", workload.MaxManifestWhy)
+			data, err = readcap.Manifest.File(args[0])
 			source = args[0]
 		}
 		if err != nil {
