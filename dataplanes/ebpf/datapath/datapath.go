@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -308,7 +309,7 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 	cmd := exec.CommandContext(ctx, clang.Path, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	if err := runDying(cmd); err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
@@ -318,6 +319,17 @@ func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// runDying runs cmd so that it dies with this process: an `up` killed while compiling left clang running. The
+// kernel kills it when the thread that started it ends (Pdeathsig, on Linux), so that thread is held for the
+// goroutine until clang has exited (a Go thread can otherwise end under a running child, killing it early); and
+// it runs in a process group of its own, killed whole when ctx is cancelled (whatever clang started, too).
+func runDying(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dieWithParent(cmd)
+	return cmd.Run()
 }
 
 func lastLines(s string, n int) string {
