@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"regexp"
@@ -48,6 +49,28 @@ func Ruleset(f trace.Flow) string {
 `, TableName(f), match, markerPort, markerMatch)
 }
 
+// ownedCommands is Ruleset as `nft -i` commands, one a line (interactive nft reads a line at a time), with the
+// table flagged owner: the kernel deletes it when the netlink socket that made it closes, that is when the
+// `nft -i` holding it exits, however the process that started it died (a SIGKILLed --verify left its table,
+// and every later verify on the node disagreed until it was deleted by hand). No one else may change it.
+func ownedCommands(f trace.Flow) string {
+	match := fmt.Sprintf("ip daddr %s %s sport %d %s dport %d", f.Dst, f.Proto, f.Sport, f.Proto, f.Dport)
+	if f.Src.IsValid() {
+		match = fmt.Sprintf("ip saddr %s ", f.Src) + match
+	}
+	t := "ip " + TableName(f)
+	return fmt.Sprintf(`add table %[1]s { flags owner; }
+add chain %[1]s pre { type filter hook prerouting priority raw - 5; }
+add rule %[1]s pre %[2]s meta nftrace set 1
+add chain %[1]s out { type filter hook output priority raw - 5; }
+add rule %[1]s out %[3]s meta nftrace set 0
+add rule %[1]s out %[2]s meta nftrace set 1
+add chain %[1]s ready { type filter hook output priority raw - 6; }
+add rule %[1]s ready %[3]s meta nftrace set 1
+list table %[1]s
+`, t, match, markerMatch)
+}
+
 // markerPort is where marker packets go (127.0.0.9, the discard port).
 const (
 	markerPort  = 9
@@ -57,6 +80,7 @@ const (
 // Session is a running trace inside a node.
 type Session struct {
 	flow    trace.Flow
+	owner   *tableOwner // nil: the table is not owned (a kernel or nft without owner tables)
 	engine  string
 	monitor *exec.Cmd
 	mu      sync.Mutex
@@ -88,6 +112,12 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
 func (b *tailBuffer) lastLine() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -99,8 +129,20 @@ func (b *tailBuffer) lastLine() string {
 // else nft monitor). It returns once the monitor is seen receiving events. Call Stop in every case.
 func Start(ctx context.Context, engine string, f trace.Flow) (*Session, error) {
 	s := &Session{flow: f, engine: engine, ready: make(chan struct{}), done: make(chan struct{}), markers: make(chan string, 64)}
-	if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
-		return nil, fmt.Errorf("adding the tracing table: %w", err)
+	RemoveOrphans(context.WithoutCancel(ctx))
+	owner, err := startOwner(ctx, f)
+	switch {
+	case err == nil:
+		s.owner = owner
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
+		// An older kernel (before 5.12) or nft (errNoOwnerTables), or an nft built without its interactive
+		// mode: the table as before, removed on every way out but a SIGKILL, and then by the next trace's
+		// RemoveOrphans. A ruleset the kernel refuses fails here too, and says why.
+		if err := nft(context.WithoutCancel(ctx), Ruleset(f), "-f", "-"); err != nil {
+			return nil, fmt.Errorf("adding the tracing table: %w", err)
+		}
 	}
 	// Line-buffered: writing to a pipe, the monitors would otherwise hold events in a stdio buffer, and
 	// a packet with few events (a drop) would still be in it when the monitor is stopped.
@@ -303,9 +345,147 @@ func (s *Session) awaitMarker(limit time.Duration) error {
 }
 
 func (s *Session) removeTable() {
+	if s.owner != nil {
+		s.owner.close()
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	RemoveTable(ctx, s.flow)
+}
+
+// tableOwner is the `nft -i` whose netlink socket owns a flow's tracing table.
+type tableOwner struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr tailBuffer
+	exited chan struct{}
+	once   sync.Once
+}
+
+// errNoOwnerTables says the kernel or nft here cannot flag a table owner.
+var errNoOwnerTables = errors.New("no owner tables")
+
+// startOwner starts `nft -i`, has it make the flow's tracing table flagged owner, and returns once nft has
+// listed the table back (so every rule is in place), or fails.
+func startOwner(ctx context.Context, f trace.Flow) (*tableOwner, error) {
+	o := &tableOwner{exited: make(chan struct{})}
+	o.cmd = exec.Command("nft", "-i")
+	dieWithParent(o.cmd)
+	in, err := o.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := o.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	o.stdin = in
+	o.cmd.Stderr = &o.stderr
+	if err := o.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting nft -i: %w", err)
+	}
+	listed := make(chan struct{})
+	go func() {
+		defer close(o.exited)
+		sc := bufio.NewScanner(out)
+		seen := false
+		for sc.Scan() {
+			// The listing ends with the table's closing brace, alone at the start of a line.
+			if !seen && sc.Text() == "}" {
+				seen = true
+				close(listed)
+			}
+		}
+		o.cmd.Wait()
+	}()
+	if _, err := io.WriteString(in, ownedCommands(f)); err != nil {
+		o.close()
+		return nil, fmt.Errorf("nft -i: %w", err)
+	}
+	// nft -i reports a bad line on stderr and goes on with the next: a line that fails shows there (and the
+	// table's listing then never comes).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	failed := func() error {
+		time.Sleep(50 * time.Millisecond) // the rest of nft's complaint: the line it failed on
+		o.close()
+		said := o.stderr.String()
+		first := firstError(said)
+		// nft echoes the line that failed: the owner flag's (an nft or kernel without owner tables).
+		if strings.Contains(said, "flags owner") {
+			return fmt.Errorf("%w: %s", errNoOwnerTables, first)
+		}
+		return fmt.Errorf("nft -i: %s", first)
+	}
+	for {
+		select {
+		case <-listed:
+			if o.stderr.String() != "" {
+				return nil, failed()
+			}
+			return o, nil
+		case <-tick.C:
+			if o.stderr.String() != "" {
+				return nil, failed()
+			}
+		case <-o.exited:
+			return nil, fmt.Errorf("nft -i exited before the table was made: %s", o.stderr.lastLine())
+		case <-ctx.Done():
+			o.close()
+			return nil, ctx.Err()
+		case <-deadline:
+			o.close()
+			return nil, fmt.Errorf("nft -i did not make the table within 10s: %s", o.stderr.lastLine())
+		}
+	}
+}
+
+// firstError is nft's first error line in what it printed on stderr.
+func firstError(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "Error") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return strings.TrimSpace(stderr)
+}
+
+// close ends the owner, and with its socket the table: its stdin closed, nft exits; killed if it does not.
+func (o *tableOwner) close() {
+	o.once.Do(func() {
+		o.stdin.Close()
+		select {
+		case <-o.exited:
+		case <-time.After(5 * time.Second):
+			o.cmd.Process.Kill()
+			<-o.exited
+		}
+	})
+}
+
+// RemoveOrphans deletes the tracing tables no live trace owns: tables of traces made without an owner (by an
+// older k8sguide, or where the kernel has no owner tables) whose process was killed before it removed them. A
+// live trace's owned table refuses deletion (only its owner may change it), and is kept.
+func RemoveOrphans(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := nftOutput(ctx, "", "list", "tables", "ip")
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, l := range strings.Split(out, "\n") {
+		name, ok := strings.CutPrefix(strings.TrimSpace(l), "table ip ")
+		if !ok || !strings.HasPrefix(name, TablePrefix+"-") {
+			continue
+		}
+		if nft(ctx, "", "delete", "table", "ip", name) == nil {
+			removed = append(removed, name)
+		}
+	}
+	return removed
 }
 
 // RemoveTable deletes a flow's tracing table if it is there.

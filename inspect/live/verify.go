@@ -219,7 +219,9 @@ func traceRules(ctx context.Context, p lab.Provider, name, node, source string, 
 	if err != nil {
 		return nil, err
 	}
-	// Whatever happens below, the tracing table goes.
+	// Whatever happens below, the tracing table goes. The kernel-trace command's table is owned by its nft, so
+	// the kernel deletes it when that ends, even SIGKILLed; this delete is for a node whose kernel or nft has no
+	// owner tables (there the next trace also removes a table a killed one left: kerneltrace.RemoveOrphans).
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
