@@ -43,8 +43,9 @@ func ProbeAddr(ctx context.Context, p Provider, name, addr string, n int) Probe 
 			r, err := p.Get(ctx, name, addr)
 			mu.Lock()
 			defer mu.Unlock()
-			if ctx.Err() != nil {
-				// Cut short (or finished as the interruption came): not a connection the node failed.
+			if err != nil && ctx.Err() != nil {
+				// Cut short by the interruption: not a connection the node failed. (An answer that came as the
+				// interruption did still counts: it happened.)
 				return
 			}
 			pr.Made++
