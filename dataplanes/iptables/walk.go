@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,6 +67,34 @@ type frame struct {
 	chain *Chain
 	next  int    // index of the next rule to evaluate
 	from  string // where the rule that jumped here is ("KUBE-EXT-… rule 1"); "" for the base chain
+	// via are the chains a goto left to reach chain, in order: the walk is still inside them (a RETURN goes
+	// back past them), so a jump to one of them is a loop too.
+	via []string
+}
+
+// maxDepth bounds how deep jumps nest. iptables-nft (nf_tables) refuses more than 16; iptables-legacy has no
+// fixed limit but refuses loops, so its depth is at most its chains. kube-proxy's rules nest 4 deep; 64 is far
+// past any real ruleset, and bounds a walk of a crafted one.
+const maxDepth = 64
+
+// inside are the chains a walk is in, outermost first: each frame's goto trail and chain.
+func inside(stack []frame) []string {
+	var out []string
+	for _, f := range stack {
+		out = append(append(out, f.via...), f.chain.Name)
+	}
+	return out
+}
+
+// RuleCount is the number of rules in every table (netfilter.Sized: it bounds the walk's work).
+func (r *Rules) RuleCount() int {
+	n := 0
+	for _, t := range r.Tables {
+		for _, c := range t.Chains {
+			n += len(c.Rules)
+		}
+	}
+	return n
 }
 
 // run walks a base chain and whatever it jumps to, recording each rule evaluated.
@@ -280,10 +309,22 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			if strings.HasPrefix(tg, "KUBE-SVL-") {
 				w.LocalEndpoints(h) // kube-proxy's chain of a Service's endpoints on this node
 			}
+			// The load-time check refuses rules that loop; the walk stops one itself wherever it is bypassed.
+			if w.Loop(t.Name, tg, inside(stack)) {
+				h.Verdict = map[bool]string{true: "goto ", false: "jump "}[m.isGoto] + tg + " (a loop)"
+				add()
+				return netfilter.Unknown
+			}
 			if m.isGoto {
 				h.Verdict = "goto " + tg
-				stack[len(stack)-1] = frame{chain: next, from: h.Where()}
+				top := stack[len(stack)-1]
+				stack[len(stack)-1] = frame{chain: next, from: h.Where(), via: append(slices.Clip(top.via), top.chain.Name)}
 			} else {
+				if w.TooDeep(t.Name, f.chain.Name, len(stack), maxDepth) {
+					h.Verdict = "jump " + tg + " (too deep)"
+					add()
+					return netfilter.Unknown
+				}
 				h.Verdict = "jump " + tg
 				stack = append(stack, frame{chain: next, from: h.Where()})
 			}

@@ -156,13 +156,14 @@ type Walk struct {
 	pendingDst *netip.AddrPort
 	pendingSrc netip.Addr
 
-	budget *int // rule evaluations left for the whole Run, shared by its walks
+	budget *bounds // what the whole Run may still spend, shared by its walks
+	steps  int     // rules this walk evaluated
 	owners []DNATOwner
 
 	script       []int
 	pos          int
 	prob         float64
-	alternatives [][]int
+	alternatives []alternative
 	notes        []string
 	missing      []string
 
@@ -209,15 +210,58 @@ func (w *Walk) Affinity(h trace.Hop) {
 	}
 }
 
-// Step counts one rule evaluation against the budget of the whole Run and says whether the walk may go on.
-// Engines call it per rule, so that no input (a loop of jumps, a fork in a loop) can make a trace run away.
+// Step counts one rule evaluation against the bounds of the path and of the whole Run, and says whether the
+// walk may go on. Engines call it per rule, so that no input (a loop of jumps the load-time check did not see,
+// chains that jump to each other twice at every level, a fork in every rule) can make a trace run away: when it
+// says no, the path is unknown and its Missing says where the walk stopped.
 func (w *Walk) Step() bool {
-	if *w.budget <= 0 {
-		w.Missing("the rest of the walk: k8sguide stopped after %d rule evaluations in this trace (a loop in the rules?)", maxEvaluations)
+	b := w.budget
+	switch {
+	case b.evaluations <= 0:
+		b.cut = true
+		w.Missing("the rest of the walk: k8sguide stopped after %s rule evaluations in this trace (%s rules in the input; a loop in the rules?)", count(b.maxEvaluations), count(b.rules))
+		return false
+	case w.steps >= b.perPath:
+		b.cut = true
+		w.Missing("the rest of the walk: k8sguide stopped this path after %s rule evaluations, more than a path through %s rules needs (chains that jump to the same chains over and over?)", count(b.perPath), count(b.rules))
 		return false
 	}
-	*w.budget--
+	b.evaluations--
+	w.steps++
 	return true
+}
+
+// Loop stops a walk that entered a chain it is already inside (through the jumps and gotos that led to it): the
+// rules loop, which the kernel refuses to load (ELOOP), so no node has them. Engines call it before they follow
+// a jump or goto, with the chains the walk is inside; the load-time check refuses such input first, and this
+// holds where that check is bypassed. It returns true (and the path is unknown) when target is among them.
+func (w *Walk) Loop(table, target string, inside []string) bool {
+	i := slices.Index(inside, target)
+	if i < 0 {
+		return false
+	}
+	w.budget.cut = true
+	w.Missing("a ruleset the kernel would load: %s jumps in a circle (%s), which the kernel refuses (ELOOP); the walk stopped there", table, strings.Join(append(slices.Clone(inside[i:]), target), " -> "))
+	return true
+}
+
+// TooDeep stops a walk whose jumps nest deeper than max chains (what the engine's kernel allows, or far past
+// what any ruleset needs): it returns true, and the path is unknown, when depth is past max.
+func (w *Walk) TooDeep(table, chain string, depth, max int) bool {
+	if depth < max {
+		return false
+	}
+	w.budget.cut = true
+	w.Missing("a ruleset the kernel would load: %s %s jumps more than %d chains deep; the walk stopped there", table, chain, max)
+	return true
+}
+
+func count(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // Missing records what the input lacks for this path's answer; the engine then returns Unknown (or goes on,
@@ -272,7 +316,7 @@ func (w *Walk) Choose(probs []float64) int {
 				continue
 			}
 			alt := append(append([]int(nil), w.script...), j)
-			w.alternatives = append(w.alternatives, alt)
+			w.alternatives = append(w.alternatives, alternative{script: alt, prob: w.prob * p})
 		}
 		if i < 0 {
 			i = 0
@@ -413,9 +457,70 @@ type Origin struct {
 	Iif      string
 }
 
-// maxEvaluations bounds the rules evaluated in one Run, over all its paths: ample for 5,000 Services (one
-// pass over KUBE-SERVICES per path) and small enough to stop quickly on pathological input.
-const maxEvaluations = 2_000_000
+// The walk's own bounds. Every path is walked from the start (a path with N choices replays the N-1 before it),
+// so a trace costs about its paths times the rules on each; an evaluation costs 2-3 µs and about 1 KB while the
+// path is kept. A Run stops at the first bound it meets, says where (Missing, notes) and how much of the chance it
+// did not walk (Result.Unexplored), so no input costs more than about a second and a few hundred MB, and a
+// small one far less: before these bounds a 75-byte loop (PREROUTING -> X -> PREROUTING) took 2.7-4.6 s and
+// 1.7-1.9 GB, and 131 bytes with a random fork inside the loop ran for over 10 minutes and 22 GB.
+const (
+	// maxEvaluations bounds the rules evaluated in one Run, over all its paths and every order and world it
+	// tries: ample for 5,000 Services (one pass over KUBE-SERVICES per path).
+	maxEvaluations = 2_000_000
+	// minEvaluations and evaluationsPerRule bound it by the input's size below that: a legitimate trace costs
+	// about the endpoints of a Service times the rules on a path (a Service of 1,000 endpoints, 3,000 rules:
+	// about 500,000), so an input that costs far more per rule than that forks or loops without end.
+	minEvaluations     = 50_000
+	evaluationsPerRule = 300
+	// A path evaluates each rule about once per hook, a few times for chains many rules jump to
+	// (KUBE-MARK-MASQ); pathStepsPerRule times the input's rules, plus minPerPath, is far past any path's need.
+	pathStepsPerRule = 4
+	minPerPath       = 1_000
+	// maxPaths bounds the paths of one Run (random outcomes); their alternatives waiting to be walked are
+	// bounded by it too.
+	maxPaths = 4096
+)
+
+// bounds are what one Run may still spend.
+type bounds struct {
+	evaluations, maxEvaluations, perPath, rules int
+	// cut is set once a walk stopped at a bound (or a loop): what it found is not the whole answer.
+	cut bool
+}
+
+// Sized is a Ruleset that says how many rules it holds, which bounds the walk's work (see maxEvaluations).
+type Sized interface {
+	RuleCount() int
+}
+
+func newBounds(rulesets []Ruleset) *bounds {
+	rules := 0
+	for _, rs := range rulesets {
+		if s, ok := rs.(Sized); ok {
+			rules += s.RuleCount()
+		}
+	}
+	b := &bounds{rules: rules, maxEvaluations: min(maxEvaluations, minEvaluations+evaluationsPerRule*rules), perPath: minPerPath + pathStepsPerRule*rules}
+	b.evaluations = b.maxEvaluations
+	return b
+}
+
+// alternative is a sequence of random choices a walk did not take, and its chance.
+type alternative struct {
+	script []int
+	prob   float64
+}
+
+// Result is what Outcomes found.
+type Result struct {
+	Paths     []trace.Path
+	Notes     []string
+	Conntrack *trace.Conntrack
+	// Unexplored is the chance of the random outcomes the walk did not reach, because it stopped at its bounds
+	// (maxPaths, the rule evaluations): their verdicts and endpoints are not known, so Paths' probabilities add
+	// up to 1 - Unexplored, and an endpoint's chance is at least what Paths give it.
+	Unexplored float64
+}
 
 // Run walks flow through the rulesets and returns every path, one per sequence of random choices. Base chains
 // run by priority, and, of equal priority, the later created first (see Creation). When the input does not
@@ -423,6 +528,13 @@ const maxEvaluations = 2_000_000
 // tables were given in, and walks the other orders too: if they end differently, every path is unknown (the
 // order decides, and the input does not tell it); if only the rules' order differs, a note says so.
 func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) ([]trace.Path, []string, *trace.Conntrack) {
+	r := Outcomes(rulesets, net, flow, origin, names)
+	return r.Paths, r.Notes, r.Conntrack
+}
+
+// Outcomes is Run with the chance of what it could not walk (Result.Unexplored), for callers that show chances.
+func Outcomes(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin, names Names) Result {
+	b := newBounds(rulesets)
 	var chains []BaseChain
 	var owners []DNATOwner
 	for _, rs := range rulesets {
@@ -432,25 +544,33 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 		}
 	}
 	p := order(chains)
-	paths, notes, ct, ends, facts := explore(p.flatten(), owners, net, flow, origin, names, nil)
-	if alt, altNotes, ok := eitherWay(p.flatten(), owners, net, flow, origin, names, paths, facts); ok {
+	first := explore(p.flatten(), owners, net, flow, origin, names, nil, b)
+	paths, notes, ct, ends := first.paths, first.notes, first.ct, first.ends
+	unexplored := first.unexplored
+	if alt, altNotes, ok := eitherWay(p.flatten(), owners, net, flow, origin, names, paths, first.facts, b); ok {
 		paths, notes = alt, altNotes
 	}
 	for _, g := range p.open {
-		hops, differ := false, false
-		for pick := 1; pick <= len(g.alts) && !differ; pick++ {
+		hops, differ, cut := false, false, false
+		for pick := 1; pick <= len(g.alts) && !differ && !cut; pick++ {
 			g.pick = pick
-			alt, _, _, altEnds, _ := explore(p.flatten(), owners, net, flow, origin, names, nil)
+			alt := explore(p.flatten(), owners, net, flow, origin, names, nil, b)
 			switch {
-			case !slices.Equal(altEnds, ends):
+			case alt.cut || first.cut:
+				// A walk that stopped at the bounds is not the whole of its order: comparing would invent a
+				// difference (or hide one).
+				cut = true
+			case !slices.Equal(alt.ends, ends):
 				differ = true
-			case !slices.Equal(walked(alt), walked(paths)):
+			case !slices.Equal(walked(alt.paths), walked(paths)):
 				hops = true
 			}
 		}
 		g.pick = 0
 		who, where, why := g.describe()
 		switch {
+		case cut:
+			notes = append(notes, fmt.Sprintf("%s have %s, and the input does not say which was created last, which the kernel runs first (%s): the trace walks them in the order named; the other orders were not walked in full (the walk stopped at its bounds), so whether they end the same is not known", who, where, why))
 		case differ:
 			m := fmt.Sprintf("which of %s (%s) runs first: the kernel runs the one created last first, and the input does not say which that is (%s); the orders end differently for this packet", who, where, why)
 			for i := range paths {
@@ -461,7 +581,7 @@ func Run(rulesets []Ruleset, net *netstate.State, flow trace.Flow, origin Origin
 			notes = append(notes, fmt.Sprintf("%s have %s, and the input does not say which was created last, which the kernel runs first (%s): the trace walks them in the order named; another order changes the order of their rules in the trace, not its outcome", who, where, why))
 		}
 	}
-	return paths, notes, ct
+	return Result{Paths: paths, Notes: notes, Conntrack: ct, Unexplored: unexplored}
 }
 
 // walked are the paths with the rules they went through, sorted.
@@ -478,24 +598,43 @@ func walked(paths []trace.Path) []string {
 	return out
 }
 
-// explore walks flow through chains in the order given, once per sequence of random choices. ends are what
-// the paths end in, sorted: their outcomes and the packet as it is at the end, without the rules on the way.
-func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, suppose map[string]bool) (paths []trace.Path, notes []string, ct *trace.Conntrack, ends []string, facts []string) {
-	queue := [][]int{nil}
-	const maxPaths = 4096
-	budget := maxEvaluations
-	for len(queue) > 0 && len(paths) < maxPaths {
-		script := queue[0]
+// explored is what explore found. ends are what the paths end in, sorted: their outcomes and the packet as it
+// is at the end, without the rules on the way; unexplored is the chance of the outcomes it did not walk; cut is
+// set when a walk stopped at a bound (its path is unknown) or outcomes were left unwalked.
+type explored struct {
+	paths      []trace.Path
+	notes      []string
+	ct         *trace.Conntrack
+	ends       []string
+	facts      []string
+	unexplored float64
+	cut        bool
+}
+
+// explore walks flow through chains in the order given, once per sequence of random choices, within what b
+// has left.
+func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, suppose map[string]bool, b *bounds) (e explored) {
+	cutBefore := b.cut
+	b.cut = false
+	defer func() {
+		e.cut = e.cut || b.cut
+		b.cut = b.cut || cutBefore
+	}()
+	queue := []alternative{{prob: 1}}
+	// dropped is the chance of alternatives not even queued: more than maxPaths walks could ever take.
+	dropped := 0.0
+	for len(queue) > 0 && len(e.paths) < maxPaths {
+		alt := queue[0]
 		queue = queue[1:]
-		if budget <= 0 {
-			notes = append(notes, "stopped exploring paths: the rule-evaluation budget is spent")
+		if b.evaluations <= 0 {
+			queue = append(queue, alt) // not walked: its chance is unexplored (the note below says why)
 			break
 		}
-		w := &Walk{Net: net, script: script, prob: 1, natDone: map[string]bool{}, budget: &budget, owners: owners, suppose: suppose}
+		w := &Walk{Net: net, script: alt.script, prob: 1, natDone: map[string]bool{}, budget: b, owners: owners, suppose: suppose}
 		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)
-		paths = append(paths, p)
+		e.paths = append(e.paths, p)
 		ep := ""
 		if p.Endpoint != nil {
 			ep = p.Endpoint.Addr()
@@ -506,28 +645,46 @@ func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trac
 			// Dropped or rejected: the rule that did it is the end; what the packet carried then is not.
 			end = fmt.Sprintf("%.12g %s by %s %q", p.Probability, p.Verdict, p.VerdictBy.Ref(), p.Missing)
 		}
-		ends = append(ends, end)
-		queue = append(queue, w.alternatives...)
+		e.ends = append(e.ends, end)
+		for _, a := range w.alternatives {
+			if len(queue)+len(e.paths) < maxPaths {
+				queue = append(queue, a)
+			} else {
+				dropped += a.prob
+			}
+		}
 		for _, f := range w.facts {
-			if !contains(facts, f) {
-				facts = append(facts, f)
+			if !contains(e.facts, f) {
+				e.facts = append(e.facts, f)
 			}
 		}
 		if c != nil {
-			ct = c
+			e.ct = c
 		}
 		for _, n := range w.notes {
-			if !contains(notes, n) {
-				notes = append(notes, n)
+			if !contains(e.notes, n) {
+				e.notes = append(e.notes, n)
 			}
 		}
 	}
-	if len(queue) > 0 {
-		notes = append(notes, fmt.Sprintf("stopped after %d paths; more random outcomes exist", maxPaths))
+	if len(queue) > 0 || dropped > 0 {
+		e.cut = true
+		e.unexplored = dropped
+		for _, a := range queue {
+			e.unexplored += a.prob
+		}
+		if len(e.paths) >= maxPaths {
+			e.notes = append(e.notes, fmt.Sprintf("stopped after %d paths; more random outcomes exist (%s of new flows not explored)", maxPaths, percent(e.unexplored)))
+		} else {
+			e.notes = append(e.notes, fmt.Sprintf("stopped exploring paths: the rule-evaluation budget is spent (%s of new flows not explored)", percent(e.unexplored)))
+		}
 	}
-	slices.Sort(ends)
-	return paths, notes, ct, ends, facts
+	slices.Sort(e.ends)
+	return e
 }
+
+// percent is a chance for a note: two decimals, or two significant digits when those would read 0.00%.
+func percent(p float64) string { return trace.Percent(p) }
 
 // maxFacts bounds the worlds eitherWay walks (2^maxFacts).
 const maxFacts = 4
@@ -536,7 +693,7 @@ const maxFacts = 4
 // for want of them. When every world ends the same (the same outcomes, endpoints, sources and chances) and none
 // is unknown, the input answers whatever the facts are: it returns the walk of the world where none holds, with a
 // note that says so. ok is false when a world differs, is unknown, or there are too many facts to try.
-func eitherWay(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, paths []trace.Path, facts []string) ([]trace.Path, []string, bool) {
+func eitherWay(chains []placed, owners []DNATOwner, net *netstate.State, flow trace.Flow, origin Origin, names Names, paths []trace.Path, facts []string, b *bounds) ([]trace.Path, []string, bool) {
 	if len(facts) == 0 || len(facts) > maxFacts || !slices.ContainsFunc(paths, func(p trace.Path) bool { return p.Verdict == trace.Unknown }) {
 		return nil, nil, false
 	}
@@ -548,7 +705,11 @@ func eitherWay(chains []placed, owners []DNATOwner, net *netstate.State, flow tr
 		for i, f := range facts {
 			suppose[f] = world&(1<<i) != 0
 		}
-		wp, wn, _, we, wf := explore(chains, owners, net, flow, origin, names, suppose)
+		x := explore(chains, owners, net, flow, origin, names, suppose, b)
+		wp, wn, we, wf := x.paths, x.notes, x.ends, x.facts
+		if x.cut {
+			return nil, nil, false // a world not walked in full answers nothing
+		}
 		if len(wf) > 0 {
 			// A world that takes another way meets facts of its own: try every world of them all, afresh.
 			facts = append(facts, wf...)

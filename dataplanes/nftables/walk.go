@@ -140,6 +140,19 @@ func (e *eval) unknownHere(format string, args ...any) {
 type frame struct {
 	c   *Chain
 	pos int
+	// via are the chains gotos left on the way to c: the walk is still inside them.
+	via []string
+}
+
+// RuleCount is the number of rules in every table the walk takes (netfilter.Sized: it bounds the walk's work).
+func (rs *Ruleset) RuleCount() int {
+	n := 0
+	for _, t := range rs.Tables {
+		for _, c := range t.Chains {
+			n += len(c.Rules)
+		}
+	}
+	return n
 }
 
 // run walks one base chain: rule by rule, following jumps and gotos, until a verdict ends it or its policy
@@ -153,6 +166,15 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 	}()
 	var stack []frame
 	cur, pos := base, 0
+	var via []string // the chains gotos left on the way to cur since the last jump
+	// inside are the chains the walk is in, outermost first.
+	inside := func() []string {
+		var out []string
+		for _, f := range stack {
+			out = append(append(out, f.via...), f.c.Name)
+		}
+		return append(append(out, via...), cur.Name)
+	}
 	for steps := 0; ; steps++ {
 		if steps > maxSteps {
 			e.w.Missing("the end of %s %s: the walk did not end after %d rules (a loop?)", e.table, base.Name, maxSteps)
@@ -171,7 +193,7 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 			if len(stack) == 0 {
 				return e.policy(base)
 			}
-			cur, pos = stack[len(stack)-1].c, stack[len(stack)-1].pos
+			cur, pos, via = stack[len(stack)-1].c, stack[len(stack)-1].pos, nil
 			stack = stack[:len(stack)-1]
 			continue
 		}
@@ -194,7 +216,7 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 			if len(stack) == 0 {
 				return e.policy(base)
 			}
-			cur, pos = stack[len(stack)-1].c, stack[len(stack)-1].pos
+			cur, pos, via = stack[len(stack)-1].c, stack[len(stack)-1].pos, nil
 			stack = stack[:len(stack)-1]
 		case "jump", "goto":
 			target := e.t.Chain(out.target)
@@ -206,12 +228,18 @@ func (e *eval) run(base *Chain) (v netfilter.Verdict) {
 				e.w.Missing("chain %s %s (%s %s #%d %s to it): %s", e.table, target.Name, e.table, cur.Name, pos, map[string]string{"jump": "jumps", "goto": "goes"}[out.verdict], target.Cut)
 				return netfilter.Unknown
 			}
+			// The load-time check refuses chains that loop; the walk stops one itself wherever it is bypassed.
+			if e.w.Loop(e.table, target.Name, inside()) {
+				return netfilter.Unknown
+			}
 			if out.verdict == "jump" {
-				if len(stack) >= jumpStack {
-					e.w.Missing("a ruleset the kernel would load: %s %s jumps more than %d chains deep, which nf_tables refuses", e.table, cur.Name, jumpStack)
+				if e.w.TooDeep(e.table, cur.Name, len(stack), jumpStack) {
 					return netfilter.Unknown
 				}
-				stack = append(stack, frame{cur, pos})
+				stack = append(stack, frame{cur, pos, via})
+				via = nil
+			} else {
+				via = append(slices.Clip(via), cur.Name)
 			}
 			cur, pos = target, 0
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -254,6 +255,43 @@ type Trace struct {
 	Notes     []string   `json:"notes,omitempty"`
 	// Missing is what the input lacks for the answer, over all paths (see Path.Missing).
 	Missing []string `json:"missing,omitempty"`
+	// Unexplored is the chance of the outcomes the walk did not reach: it stops at its bounds (4,096 paths, so
+	// many rule evaluations), and a ruleset that forks without end has more. Paths' probabilities then add up
+	// to 1 - Unexplored, the verdict is unknown for that share, and each endpoint's Probability is the least it
+	// gets (Chance says so): never 0 % for an endpoint the unwalked outcomes may all reach.
+	Unexplored float64 `json:"unexplored,omitempty"`
+}
+
+// Percent is a chance as the views print it: two decimals, or, where those would read 0.00% or 100.00% for a
+// chance that is neither (one path of 2³⁰, the rest), as many more as show two digits of the difference: a
+// chance that is not zero never reads as zero, nor one short of certain as certain.
+func Percent(p float64) string {
+	v := p * 100
+	for digits := 2; ; digits++ {
+		s := strconv.FormatFloat(v, 'f', digits, 64)
+		whole := strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		if (whole != "0" || v <= 0) && (whole != "100" || v >= 100) {
+			if digits > 2 {
+				s = strconv.FormatFloat(v, 'f', digits+1, 64) // two significant digits of the difference
+			}
+			return s + "%"
+		}
+		if digits == 12 {
+			if v < 50 {
+				return "<0.000000000001%"
+			}
+			return ">99.999999999999%"
+		}
+	}
+}
+
+// Chance is an endpoint's (or a path's) chance p as the views print it: "≥ p" when part of the outcomes were not
+// walked (Unexplored), which may reach it too.
+func (t *Trace) Chance(p float64) string {
+	if t.Unexplored > 0 {
+		return "≥" + Percent(p)
+	}
+	return Percent(p)
 }
 
 // Finish fills in the fields derived from Paths: order, common hops, endpoints, verdict, SNAT, service.
@@ -296,6 +334,11 @@ func (t *Trace) Finish() {
 			e.Probability = t.Endpoints[index[e.Addr()]].Probability
 			t.Paths[i].Endpoint = &e
 		}
+	}
+	if t.Unexplored > 0 {
+		// What the walk did not reach is not known: the trace stands behind no single verdict, and says why.
+		verdicts[Unknown] = true
+		t.Missing = append(t.Missing, fmt.Sprintf("the outcomes of %s of new flows: k8sguide stopped walking the random choices at its bounds (see the notes), so each endpoint's chance is the least it gets", Percent(t.Unexplored)))
 	}
 	switch {
 	case len(verdicts) == 1:

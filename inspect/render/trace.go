@@ -144,7 +144,7 @@ func endpointTable(w io.Writer, t *trace.Trace, o TraceOptions) error {
 		if o.Wide {
 			row = append(row, fmt.Sprintf("%.11f", e.Probability))
 		}
-		row = append(row, percent(e.Probability))
+		row = append(row, t.Chance(e.Probability))
 		if turns {
 			row = append(row, orDash(turnString(e.Turn)))
 		}
@@ -270,7 +270,7 @@ func traceSummary(w io.Writer, t *trace.Trace, o TraceOptions) error {
 			rows = append(rows, []string{"", fmt.Sprintf("… and %d more (the table view lists them)", len(t.Endpoints)-shown)})
 			break
 		}
-		rows = append(rows, []string{percent(e.Probability), e.Addr(), orDash(e.Pod), orDash(e.Node), orDash(snatFor(t, e))})
+		rows = append(rows, []string{t.Chance(e.Probability), e.Addr(), orDash(e.Pod), orDash(e.Node), orDash(snatFor(t, e))})
 	}
 	if len(rows) > 0 {
 		if err := FitTable(w, o.width(), []string{"CHANCE", "ENDPOINT", "POD", "NODE", "SOURCE IT SEES"}, rows,
@@ -375,6 +375,13 @@ func verdictLine(t *trace.Trace) string {
 		if known > 0 {
 			line = fmt.Sprintf("unknown for %s of new flows: the input lacks what the answer needs (see Missing); the other paths are known", percent(1-known))
 		}
+		if t.Unexplored > 0 {
+			// Not what the input lacks: what the walk did not reach.
+			line = fmt.Sprintf("unknown for %s of new flows: k8sguide stopped walking their random choices at its bounds (%s not explored; see Missing)", percent(1-known), percent(t.Unexplored))
+			if known > 0 {
+				line += "; the other paths are known, and each endpoint's chance is the least it gets"
+			}
+		}
 		return line
 	case trace.Rejected, trace.Dropped:
 		for _, p := range t.Paths {
@@ -449,7 +456,8 @@ func turnString(turn int) string {
 	return strconv.Itoa(turn)
 }
 
-func percent(p float64) string { return strconv.FormatFloat(p*100, 'f', 2, 64) + "%" }
+// percent is a chance as every view prints it (trace.Percent: a chance that is not zero never reads 0.00%).
+func percent(p float64) string { return trace.Percent(p) }
 
 func orDash(s string) string {
 	if s == "" {

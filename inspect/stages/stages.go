@@ -418,7 +418,7 @@ func (r *reader) choice(p trace.Path) []seg {
 		}
 		text := part.Says
 		if part.Means != trace.MeansAffinity && part.Means != trace.MeansEstablished && p.Endpoint != nil && p.Endpoint.Probability > 0 {
-			text += " (" + percent(p.Endpoint.Probability) + ")"
+			text += " (" + r.t.Chance(p.Endpoint.Probability) + ")"
 		}
 		return []seg{{text, []int{i}}}
 	}
@@ -505,5 +505,3 @@ func (r *reader) reply(p trace.Path) []seg {
 	}
 	return []seg{{text: text}}
 }
-
-func percent(p float64) string { return strconv.FormatFloat(p*100, 'f', 2, 64) + "%" }

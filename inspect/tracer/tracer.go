@@ -493,7 +493,8 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		t.Service = qualifyService(s, t.Service, flow)
 		return t, nil
 	}
-	t.Paths, t.Notes, t.Conntrack = netfilter.Run(o.rulesets, net, flow, origin, names)
+	r := netfilter.Outcomes(o.rulesets, net, flow, origin, names)
+	t.Paths, t.Notes, t.Conntrack, t.Unexplored = r.Paths, r.Notes, r.Conntrack, r.Unexplored
 	// A path that ends untranslated through parts that lack where Services are translated says nothing about
 	// the Service: it is unknown, not "forwarded without translation" — unless the packet is for one of the
 	// node's own addresses on a port no Service takes by default, where the reading that nothing translates it
