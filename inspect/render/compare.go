@@ -19,6 +19,7 @@ const compareTitleWidth = 12
 // CompareTable prints a comparison as a table no wider than width: which trace each column is, then a row per
 // stage (several lines, each cell wrapped to its column) with one column per dataplane.
 func CompareTable(w io.Writer, width int, c *stages.Comparison) error {
+	c = visible(c) // text from the input shows its control characters, never acts on the terminal
 	if width <= 0 {
 		width = DefaultWidth
 	}
@@ -120,6 +121,7 @@ type htmlColumn struct {
 // and a column per dataplane, then each dataplane's picture of the path (drawn the same way for every one, so they
 // read side by side) and its trace table.
 func CompareHTML(ctx context.Context, w io.Writer, c *stages.Comparison) error {
+	c = visible(c)
 	view := struct {
 		*stages.Comparison
 		Rows []htmlRow

@@ -39,10 +39,11 @@ func TraceHTML(ctx context.Context, w io.Writer, t *trace.Trace) error {
 	if err := Trace(&table, t, TraceOptions{Width: pageWidth}); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(t, "", "  ")
+	js, err := json.MarshalIndent(t, "", "  ") // JSON escapes control characters itself (\u001b)
 	if err != nil {
 		return err
 	}
+	t = visible(t)
 	title := t.Packet.Proto + " " + t.Packet.Src + " → " + t.Packet.Dst
 	if t.Service != "" {
 		title += " (" + t.Service + ")"

@@ -330,6 +330,7 @@ func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 
 // TraceDOT is t as a Graphviz digraph (see the comment at the top of this file).
 func TraceDOT(t *trace.Trace) string {
+	t = visible(t) // `-o dot` goes to a terminal as often as to Graphviz
 	pb := &pictureBuilder{boxes: map[string][]string{}, progs: map[string]string{}}
 	title := fmt.Sprintf("%s %s → %s from %s", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From)
 	if t.Service != "" {

@@ -51,6 +51,7 @@ func (o TraceOptions) bullet(w io.Writer, text string) {
 // Trace prints a trace the way the guide's walkthroughs read: PREROUTING → KUBE-SERVICES → … → DNAT, then
 // one section per possible endpoint, the endpoints with their chances, the reply and the notes.
 func Trace(w io.Writer, t *trace.Trace, o TraceOptions) error {
+	t = visible(t) // text from the input shows its control characters, never acts on the terminal
 	if o.Summary {
 		return traceSummary(w, t, o)
 	}
@@ -547,6 +548,7 @@ func result(h trace.Hop) string {
 
 // Verification prints the prediction next to the kernel's trace, hop by hop, and the verdict.
 func Verification(w io.Writer, v *trace.Verification, o TraceOptions) error {
+	v = visible(v) // the input's text and the kernel's, as Trace shows them
 	t := v.Prediction
 	o.line(w, "Packet:", fmt.Sprintf("%s %s -> %s (from %s)", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From))
 	o.line(w, "Node:", fmt.Sprintf("%s, dataplane %s", orDash(t.Node), orDash(t.Dataplane)))
