@@ -177,6 +177,9 @@ type Status struct {
 	Client string `json:"client,omitempty"`
 	// Proxies tells, per node, whether its proxy is running.
 	Proxies map[string]ProxyStatus `json:"proxies,omitempty"`
+	// Problems says, for each node that is not well (its agent down, its proxy restarting, ...), what is wrong,
+	// in words a user can act on.
+	Problems map[string]string `json:"problems,omitempty"`
 	// BPFFS is where the ebpf dataplane pins its maps: the lab's own bpf filesystem, with a directory per node
 	// ("" means Cilium's own place on every node, /sys/fs/bpf).
 	BPFFS string `json:"bpffs,omitempty"`

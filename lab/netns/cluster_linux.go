@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (p *Provider) startControlPlane(ctx context.Context, h *state.Handle, st *s
 	}
 	defer sock.Close()
 	st.APIServerPort = l.Addr().(*net.TCPAddr).Port
-	st.AgentPIDs = map[string]int{}
+	st.InitPIDs = map[string]int{}
 	if err := p.startAgent(h, st, st.Nodes[0], sock); err != nil {
 		return err
 	}
@@ -89,7 +90,12 @@ func (p *Provider) startControlPlane(ctx context.Context, h *state.Handle, st *s
 	})
 }
 
-// startAgent starts a node's agent and records its pid.
+func (p *Provider) initLog(labName, node string) string {
+	return filepath.Join(p.Store.Dir(labName), "init-"+node+".log")
+}
+
+// startAgent starts a node's init, which starts the node's agent (and starts it again whenever it dies), and
+// records the init's pid.
 func (p *Provider) startAgent(h *state.Handle, st *state.Lab, n lab.Node, apiListener *os.File) error {
 	var extra []*os.File
 	if apiListener != nil {
@@ -99,11 +105,11 @@ func (p *Provider) startAgent(h *state.Handle, st *state.Lab, n lab.Node, apiLis
 	if st.Cgroup != "" {
 		cgroup = nodeCgroup(st.Cgroup, n.Name)
 	}
-	pid, err := startDetached(n.Name, p.agentLog(st.Config.Name, n.Name), cgroup, nodecmd.NodeAgentArgv(p.Exe, st.Config.Name, n.Name, apiListener != nil), extra...)
+	pid, err := startDetached(n.Name, p.initLog(st.Config.Name, n.Name), cgroup, nodecmd.NodeInitArgv(p.Exe, st.Config.Name, n.Name, apiListener != nil), extra...)
 	if err != nil {
 		return err
 	}
-	st.AgentPIDs[n.Name] = pid
+	st.InitPIDs[n.Name] = pid
 	return h.Save(st)
 }
 
@@ -141,14 +147,25 @@ func (p *Provider) joinNodes(ctx context.Context, h *state.Handle, st *state.Lab
 	})
 }
 
-// waitCluster polls cond until it holds, failing at once, with the agent's log named, when an agent has stopped.
+// waitCluster polls cond until it holds, failing at once, with the agent's log named, when an agent has stopped
+// (its init would start it again, but a lab whose agent fails while it is made is not one to hand over).
 func (p *Provider) waitCluster(ctx context.Context, st *state.Lab, what string, cond wait.ConditionWithContextFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		for node, pid := range st.AgentPIDs {
+		if d := diskProblem(p.Store.Dir(st.Config.Name)); d != "" {
+			return false, errors.New(d)
+		}
+		if s, ok := readProcStatus(controlPlaneRecord(p.Store, st.Config.Name)); ok && s.Restarts > 0 {
+			log := filepath.Join(p.Store.Dir(st.Config.Name), "control-plane.log")
+			return false, fmt.Errorf("the control plane stopped (%s): %s (log: %s)", s.LastExit, s.LastLog, log)
+		}
+		for node, pid := range st.InitPIDs {
 			if !processAlive(pid) {
-				return false, fmt.Errorf("the agent of node %s stopped: %s (log: %s)", node, lastLogLine(p.agentLog(st.Config.Name, node)), p.agentLog(st.Config.Name, node))
+				return false, fmt.Errorf("the init of node %s stopped: %s (log: %s)", node, lastLogLine(p.initLog(st.Config.Name, node)), p.initLog(st.Config.Name, node))
+			}
+			if s, ok := readInitStatus(p.Store, st.Config.Name, node); ok && s.Restarts > 0 {
+				return false, fmt.Errorf("the agent of node %s stopped (%s): %s (log: %s)", node, s.LastExit, lastLogLine(p.agentLog(st.Config.Name, node)), p.agentLog(st.Config.Name, node))
 			}
 		}
 		return cond(ctx)
@@ -194,10 +211,16 @@ func (p *Provider) clientset(labName string) (*kubernetes.Clientset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: %w", labName, err)
 	}
-	cfg.Timeout = 10 * time.Second
+	// Long enough to wait out a control plane that restarts (the agent's port forward holds a request until
+	// the apiserver is ready again, at most readinessWait).
+	cfg.Timeout = 30 * time.Second
 	// client-go's default of 5 requests a second would make a deploy of 1,000 Services (one server-side apply
 	// each) take over three minutes. The lab's apiserver serves this client alone, on this machine.
 	cfg.QPS, cfg.Burst = 500, 1000
+	// A request the apiserver did not answer says why, from what the lab's nodes report.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &diagnosingTransport{p: p, lab: labName, next: rt}
+	})
 	return kubernetes.NewForConfig(cfg)
 }
 

@@ -2,6 +2,7 @@ package netns_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -63,14 +64,14 @@ func TestFaults(t *testing.T) {
 	}
 
 	// kube-proxy killed, and its rules flushed: the agent starts it again and it writes them back.
-	pidPath := filepath.Join(e2etest.StateDir, name, "proxy-"+worker.Name+".pid")
-	pid := readPID(t, pidPath)
+	proxyRecord := filepath.Join(e2etest.StateDir, name, "procs", "proxy-"+worker.Name+".json")
+	pid := readRecordPID(t, proxyRecord)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	mustK8sguide(t, "exec", "--name", name, worker.Name, "--", "iptables", "-t", "nat", "-F")
 	took := waitFor("the NodePort answers again after kube-proxy was killed", 10*time.Second, answers)
-	if readPID(t, pidPath) == pid {
+	if readRecordPID(t, proxyRecord) == pid {
 		t.Errorf("kube-proxy's pid is still %d", pid)
 	}
 	t.Logf("NodePort back %s after kube-proxy was killed", took.Round(time.Millisecond))
@@ -123,17 +124,187 @@ func TestFaults(t *testing.T) {
 	waitFor("the NodePort answers again after the pod server was killed", 10*time.Second, answers)
 }
 
-func readPID(t *testing.T, path string) int {
+// readRecordPID is the pid a supervised process's record (procs/KEY.json) holds.
+func readRecordPID(t *testing.T, path string) int {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	var rec struct{ PID int }
+	if err := json.Unmarshal(data, &rec); err != nil || rec.PID == 0 {
+		t.Fatalf("%s: %q (%v)", path, data, err)
+	}
+	return rec.PID
+}
+
+// agentPID is the pid of a node's running agent, as its init reports it (0 while it is down).
+func agentPID(t *testing.T, labName, node string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e2etest.StateDir, labName, "init-"+node+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pid
+	var s struct{ AgentPID int }
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.AgentPID
+}
+
+// TestNodeSupervision kills what a node runs as a tester would, and checks that the lab heals as a kind
+// cluster does: a killed agent (the kubelet's stand-in) is started again by the node's init, and its proxy,
+// pods and control plane outlive it (the NodePort answers every connection meanwhile, the pods keep their
+// containers and restart counts) and are adopted by the next agent; a pod server that ends under an adopted
+// agent is restarted with the code it died of; a node whose proxy stays down is named at once by a deploy,
+// which says what it did; and a trace needs no apiserver.
+func TestNodeSupervision(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := "e2e-supervise"
+	upLab(t, name, "--workers", "2")
+	mustK8sguide(t, "deploy", "--name", name, "--replicas", "2")
+	mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	port := nodePortOf(t, name, "web")
+	ctx := context.Background()
+	worker := name + "-worker"
+	addr := net.JoinHostPort("172.18.0.3", port)
+	cs := clientset(t, name)
+	podsBefore, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers := map[string]string{}
+	for _, p := range podsBefore.Items {
+		containers[p.Name] = p.Status.ContainerStatuses[0].ContainerID
+	}
+
+	// The worker's agent killed: every connection to its NodePort is answered while the init starts it again.
+	old := agentPID(t, name, worker)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	answered, made := 0, 0
+	for agentPID(t, name, worker) == 0 || agentPID(t, name, worker) == old || time.Since(start) < 3*time.Second {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the agent of %s is not back 30 s after it was killed", worker)
+		}
+		r := lab.ProbeAddr(ctx, provider(), name, addr, 1)
+		made++
+		answered += 1 - r.Failures
+	}
+	if answered != made {
+		t.Errorf("%d of %d connections to %s answered while its agent was down", answered, made, addr)
+	}
+	t.Logf("agent back after %s; %d/%d connections answered meanwhile", time.Since(start).Round(time.Millisecond), answered, made)
+	// The pods were adopted, not started again: the same containers, no restart.
+	time.Sleep(time.Second)
+	podsAfter, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range podsAfter.Items {
+		cs0 := p.Status.ContainerStatuses[0]
+		if cs0.ContainerID != containers[p.Name] || cs0.RestartCount != 0 || !cs0.Ready {
+			t.Errorf("pod %s after its agent restarted: container %s (was %s), %d restarts, ready %v", p.Name, cs0.ContainerID, containers[p.Name], cs0.RestartCount, cs0.Ready)
+		}
+	}
+
+	// A pod server that ends under the adopted agent (it is the init's child now) is restarted, with the code
+	// the init reaped.
+	var pod string
+	for _, p := range podsAfter.Items {
+		if p.Spec.NodeName == worker {
+			pod = p.Name
+		}
+	}
+	if pod != "" {
+		id := strings.TrimPrefix(containers[pod], "netns://")
+		server, _ := strconv.Atoi(id)
+		if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the adopted pod server is restarted", 30*time.Second, func() bool {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 {
+				return false
+			}
+			c := p.Status.ContainerStatuses[0]
+			return c.RestartCount == 1 && c.Ready && c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode == 137
+		})
+	}
+
+	// The control-plane node's agent killed: the control plane outlives it; the apiserver answers through the
+	// next agent's port forward, and a command in between waits for it rather than failing.
+	cp := name + "-control-plane"
+	apiserver := controlPlanePID(t, name)
+	if err := syscall.Kill(agentPID(t, name, cp), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := k8sguide(t, "kubectl", "--name", name, "get", "nodes"); err != nil {
+		t.Errorf("kubectl right after the control-plane node's agent was killed: %v\n%s", err, out)
+	}
+	if got := controlPlanePID(t, name); got != apiserver {
+		t.Errorf("the control plane's pid went from %d to %d: it did not outlive the agent", apiserver, got)
+	}
+
+	// A node that is down for good (its init, agent and proxy killed): a deploy names it, says what it did on
+	// the other nodes, and does not wait out its 3-minute timeout; a trace of another node goes on.
+	worker2 := name + "-worker2"
+	for _, pid := range []int{readInitPID(t, name, worker2), agentPID(t, name, worker2), readRecordPID(t, filepath.Join(e2etest.StateDir, name, "procs", "proxy-"+worker2+".json"))} {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	start = time.Now()
+	out, err := k8sguide(t, "scale", "--name", name, "--replicas", "3")
+	if err == nil || !strings.Contains(out, "deployment.apps/web scaled to 3") || !strings.Contains(err.Error(), "not checked on node "+worker2+": its init") {
+		t.Errorf("scale with %s down: %v\n%s", worker2, err, out)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("scale with a node down took %s", took)
+	}
+	if out, err := k8sguide(t, "trace", "--name", name, "--node", worker, "--dst", addr); err != nil || !strings.Contains(out, "web") {
+		t.Errorf("trace on %s with %s down: %v\n%s", worker, worker2, err, out)
+	}
+
+	// The control-plane node down for good: a trace reads the worker's kernel without the apiserver and says
+	// that the names are missing; a command that needs the apiserver says which node is down, at once.
+	for _, pid := range []int{readInitPID(t, name, cp), agentPID(t, name, cp), controlPlanePID(t, name)} {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, err := k8sguide(t, "trace", "--name", name, "--node", worker, "--dst", addr); err != nil || !strings.Contains(out, "apiserver did not answer") {
+		t.Errorf("trace with the control plane down: %v\n%s", err, out)
+	}
+	start = time.Now()
+	if out, err := k8sguide(t, "scale", "--name", name, "--replicas", "1"); err == nil || !strings.Contains(err.Error(), "node "+cp+": its init") {
+		t.Errorf("scale with the control plane down: %v\n%s", err, out)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("scale with the control plane down took %s to fail", took)
+	}
+}
+
+// readInitPID is the pid of a node's init, from the lab's state.
+func readInitPID(t *testing.T, labName, node string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e2etest.StateDir, labName, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ InitPIDs map[string]int }
+	if err := json.Unmarshal(data, &st); err != nil || st.InitPIDs[node] == 0 {
+		t.Fatalf("state.json: no init for %s (%v)", node, err)
+	}
+	return st.InitPIDs[node]
+}
+
+func waitUntil(t *testing.T, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	for start := time.Now(); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+	}
 }
 
 // clientset is a client of the lab's apiserver through the lab's kubeconfig.

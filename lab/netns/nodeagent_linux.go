@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,12 +42,9 @@ import (
 // The kubelet's defaults for the node's heartbeat: a 40 s Lease renewed every quarter of it, and a full status
 // report every 5 minutes when nothing changes.
 const (
-	nodeLeaseDuration = 40
-	nodeLeaseRenew    = 10 * time.Second
-	nodeStatusReport  = 5 * time.Minute
-	// restartDelay is how long a supervised process that died waits to start again (the kubelet's first
-	// restart of a container is immediate; a second avoids a tight loop on a process that cannot start).
-	restartDelay          = time.Second
+	nodeLeaseDuration     = 40
+	nodeLeaseRenew        = 10 * time.Second
+	nodeStatusReport      = 5 * time.Minute
 	apiServerWaitInterval = 100 * time.Millisecond
 )
 
@@ -101,13 +99,22 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	ctx = klog.NewContext(ctx, logger)
 
 	if node.Role == lab.ControlPlane {
-		go supervise(ctx, "control plane", nodecmd.ControlPlaneArgv(exe, labName), store.Dir(labName)+"/control-plane.log", "")
+		ready, err := watchReadiness(ctx, cp)
+		if err != nil {
+			return err
+		}
+		go supervise(ctx, store, labName, "control plane", nodecmd.ControlPlaneArgv(exe, labName), store.Dir(labName)+"/control-plane.log", controlPlaneRecord(store, labName), ready.lost)
 		if apiListenerFD >= 0 {
-			l, err := net.FileListener(os.NewFile(uintptr(apiListenerFD), "apiserver"))
+			f := os.NewFile(uintptr(apiListenerFD), "apiserver")
+			l, err := net.FileListener(f)
+			// The listener holds a close-on-exec copy; the inherited descriptor must not stay open, or every
+			// process the agent starts would hold the port and take connections no one answers once the
+			// agent and its init are gone.
+			f.Close()
 			if err != nil {
 				return fmt.Errorf("the host's apiserver socket: %w", err)
 			}
-			go forward(ctx, l, net.JoinHostPort(node.IP, strconv.Itoa(controlplane.Port)))
+			go forward(ctx, l, net.JoinHostPort(node.IP, strconv.Itoa(controlplane.Port)), ready.wait)
 		}
 	}
 
@@ -142,7 +149,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	node.PodCIDR = registered.Spec.PodCIDR
 	go runProxy(ctx, store, labName, nodeName)
 	go func() {
-		if err := runPods(ctx, client, exe, labName, store.Dir(labName), node, st.Config.Dataplane == dataplanes.EBPF); err != nil {
+		if err := runPods(ctx, client, exe, store, labName, node, st.Config.Dataplane == dataplanes.EBPF); err != nil {
 			logger.Error(err, "pods")
 		}
 	}()
@@ -168,23 +175,51 @@ func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// supervise runs argv and starts it again whenever it exits, until ctx ends, as a kubelet restarts a static pod
-// (the control plane) or the kube-proxy pod. The process goes with the agent (Pdeathsig), as pods go with a
-// node. pidPath, when set, holds the running process's pid, for `k8sguide status`.
-func supervise(ctx context.Context, what string, argv []string, logPath, pidPath string) {
+// supervise runs argv and starts it again whenever it exits, with the kubelet's back-off, until ctx ends, as a
+// kubelet restarts a static pod (the control plane) or the kube-proxy pod. The process does not go with the
+// agent: a process recordPath names that still runs (the agent restarted) is adopted, not started again.
+func supervise(ctx context.Context, store state.Store, labName, what string, argv []string, logPath, recordPath string, onExit func(restartIn time.Duration)) {
 	logger := klog.FromContext(ctx).WithValues("process", what)
+	backoff := containerBackoff()
+	status, _ := readProcStatus(recordPath)
 	for ctx.Err() == nil {
-		err := runSupervised(ctx, logger, argv, logPath, pidPath)
+		began := time.Now()
+		err := runSupervised(ctx, store, labName, logger, argv, logPath, recordPath)
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Error(err, "exited; starting it again", "after", restartDelay)
-		time.Sleep(restartDelay)
+		d := backoff.delay(time.Since(began))
+		if onExit != nil {
+			onExit(d)
+		}
+		at := time.Now().Add(d)
+		status = procStatus{Restarts: status.Restarts + 1, LastExit: fmt.Sprint(err), LastLog: lastLogLine(logPath), RestartAt: &at}
+		writeProcStatus(recordPath, status)
+		logger.Error(err, "exited; starting it again", "after", d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
 	}
 }
 
-// runSupervised runs argv once, until it exits or ctx ends (then it is asked to stop, with SIGTERM).
-func runSupervised(ctx context.Context, logger klog.Logger, argv []string, logPath, pidPath string) error {
+// runSupervised runs argv once (or adopts the running process recordPath names), until it exits or ctx ends
+// (then it is asked to stop, with SIGTERM).
+func runSupervised(ctx context.Context, store state.Store, labName string, logger klog.Logger, argv []string, logPath, recordPath string) error {
+	if rec, ok := liveRecord(recordPath); ok {
+		if exited, err := watchExit(store, labName, rec.PID, rec.Start); err == nil {
+			logger.Info("adopted", "pid", rec.PID)
+			select {
+			case code := <-exited:
+				return fmt.Errorf("exit status %d", code)
+			case <-ctx.Done():
+				syscall.Kill(rec.PID, syscall.SIGTERM)
+				<-exited
+				return ctx.Err()
+			}
+		}
+	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -192,15 +227,12 @@ func runSupervised(ctx context.Context, logger klog.Logger, argv []string, logPa
 	defer logf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread() // Pdeathsig follows the thread that started the child
-	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	logger.Info("started", "pid", cmd.Process.Pid)
-	if pidPath != "" {
-		os.WriteFile(pidPath, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+	if err := writeProcRecord(recordPath, cmd.Process.Pid, ""); err != nil {
+		logger.Error(err, "recording the process")
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -223,8 +255,14 @@ func proxyLog(store state.Store, labName, node string) string {
 	return filepath.Join(store.Dir(labName), "proxy-"+node+".log")
 }
 
-func proxyPIDPath(store state.Store, labName, node string) string {
-	return filepath.Join(store.Dir(labName), "proxy-"+node+".pid")
+// proxyRecord is the record of the node's running proxy.
+func proxyRecord(store state.Store, labName, node string) string {
+	return procRecordPath(store, labName, "proxy-"+node)
+}
+
+// controlPlaneRecord is the record of the running control plane.
+func controlPlaneRecord(store state.Store, labName string) string {
+	return procRecordPath(store, labName, "control-plane")
 }
 
 // writeProxyManifest hands a node's agent its proxy's command line.
@@ -257,12 +295,90 @@ func runProxy(ctx context.Context, store state.Store, labName, node string) {
 		}
 		return
 	}
-	supervise(ctx, "proxy", argv, proxyLog(store, labName, node), proxyPIDPath(store, labName, node))
+	supervise(ctx, store, labName, "proxy", argv, proxyLog(store, labName, node), proxyRecord(store, labName, node), nil)
+}
+
+// readinessWait bounds how long a connection to the host's port waits for an apiserver that is not ready: less
+// than a client's TLS handshake timeout (10 s), so that the client sees its connection cut before its request
+// was sent (which k8sguide's client sends again: diagnosingTransport), not a timeout.
+const readinessWait = 8 * time.Second
+
+// apiReadiness is whether the apiserver last answered /readyz ok. A restarted apiserver serves before its
+// authorizer has read the RBAC objects, and then refuses the admin ("User kubernetes-admin cannot ..."); it is
+// not ready until it has.
+type apiReadiness struct {
+	mu      sync.Mutex
+	ready   bool
+	changed chan struct{}
+	// restartAt is when the control plane that exited starts again.
+	restartAt time.Time
+}
+
+func (r *apiReadiness) set(ready bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ready != r.ready {
+		r.ready = ready
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+}
+
+// lost is called when the control plane exits: it is not ready from that moment, not from the next poll.
+func (r *apiReadiness) lost(restartIn time.Duration) {
+	r.mu.Lock()
+	r.restartAt = time.Now().Add(restartIn)
+	r.mu.Unlock()
+	r.set(false)
+}
+
+// wait waits, at most readinessWait, until the apiserver is ready. It says false at once when the control
+// plane is backed off beyond that: the client is better told now (its error names the wait) than after it.
+func (r *apiReadiness) wait() bool {
+	deadline := time.After(readinessWait)
+	for {
+		r.mu.Lock()
+		ok, ch, at := r.ready, r.changed, r.restartAt
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		if time.Until(at) > readinessWait {
+			return false
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// watchReadiness polls the apiserver's /readyz until ctx ends.
+func watchReadiness(ctx context.Context, cp controlplane.Config) (*apiReadiness, error) {
+	client, err := clientFor(cp.AdminKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	r := &apiReadiness{changed: make(chan struct{})}
+	go func() {
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+			cancel()
+			r.set(err == nil)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return r, nil
 }
 
 // forward copies each connection accepted on the host's loopback to the apiserver, as kind's port mapping does
-// for its control-plane container.
-func forward(ctx context.Context, l net.Listener, to string) {
+// for its control-plane container, once the apiserver is ready (see watchReadiness).
+func forward(ctx context.Context, l net.Listener, to string, ready func() bool) {
 	go func() { <-ctx.Done(); l.Close() }()
 	for {
 		in, err := l.Accept()
@@ -274,9 +390,20 @@ func forward(ctx context.Context, l net.Listener, to string) {
 		}
 		go func() {
 			defer in.Close()
+			if !ready() {
+				return
+			}
 			out, err := net.DialTimeout("tcp", to, 5*time.Second)
 			if err != nil {
-				return
+				// The apiserver went away between its last /readyz and now: nothing is sent yet, so wait
+				// for the next one once.
+				time.Sleep(200 * time.Millisecond)
+				if !ready() {
+					return
+				}
+				if out, err = net.DialTimeout("tcp", to, 5*time.Second); err != nil {
+					return
+				}
 			}
 			defer out.Close()
 			go func() { io.Copy(out, in); out.(*net.TCPConn).CloseWrite() }()

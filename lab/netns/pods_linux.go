@@ -13,9 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,6 +40,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
+	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
@@ -91,6 +92,7 @@ func podNamespaces(labName string) ([]string, error) {
 type podRunner struct {
 	client   kubernetes.Interface
 	exe      string
+	store    state.Store
 	labName  string
 	node     lab.Node
 	logDir   string
@@ -100,13 +102,15 @@ type podRunner struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	ipam    *podIPAM
+	// reserved are the addresses of pod servers a previous agent left running, until their pods claim them.
+	reserved map[types.UID]netip.Addr
 	// cilium: pods are wired as Cilium's CNI plugin wires them (a veth of their own, no bridge), for the
 	// ebpf dataplane's agent to make their endpoints.
 	cilium bool
 }
 
 // runPods watches the pods bound to node (as the kubelet does, by field selector) and runs each until ctx ends.
-func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, logDir string, node lab.Node, cilium bool) error {
+func runPods(ctx context.Context, client kubernetes.Interface, exe string, store state.Store, labName string, node lab.Node, cilium bool) error {
 	ipam, err := newPodIPAM(node.PodCIDR)
 	if err != nil {
 		return err
@@ -115,7 +119,7 @@ func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, log
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	r := &podRunner{
-		client: client, exe: exe, labName: labName, node: node, logDir: logDir,
+		client: client, exe: exe, store: store, labName: labName, node: node, logDir: store.Dir(labName),
 		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node.Name}),
 		logger:   klog.FromContext(ctx).WithName("pods"),
 		workers:  map[types.UID]*podWorker{},
@@ -140,7 +144,22 @@ func runPods(ctx context.Context, client kubernetes.Interface, exe, labName, log
 	}); err != nil {
 		return err
 	}
+	// The pod servers a previous agent left running keep their addresses: reserved before any pod new to the
+	// node is given one.
+	r.reserveAdopted()
 	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		// What a previous agent left of pods deleted while no agent ran goes, as the kubelet's orphan cleanup.
+		bound := map[types.UID]bool{}
+		for _, obj := range informer.GetStore().List() {
+			bound[obj.(*v1.Pod).UID] = true
+		}
+		for _, uid := range r.leftovers() {
+			if !bound[uid] && !r.known(uid) {
+				r.sweep(ctx, uid)
+			}
+		}
+	}
 	<-ctx.Done()
 	factory.Shutdown()
 	// A copy: each worker removes itself from the map as it ends.
@@ -163,9 +182,13 @@ func (r *podRunner) update(ctx context.Context, pod *v1.Pod) {
 		// A pod that ended, or whose worker already tore it down for its deletion (a late update), has nothing
 		// running here: never start it again.
 		if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			if pod.DeletionTimestamp != nil {
-				go r.finishDeletion(ctx, pod)
-			}
+			go func() {
+				// A server a previous agent left for it stops first (it was deleted while no agent ran).
+				r.sweep(ctx, pod.UID)
+				if pod.DeletionTimestamp != nil {
+					r.finishDeletion(ctx, pod)
+				}
+			}()
 			return
 		}
 		wctx, cancel := context.WithCancel(ctx)
@@ -187,6 +210,104 @@ func (r *podRunner) update(ctx context.Context, pod *v1.Pod) {
 	default:
 	}
 	w.updates <- pod
+}
+
+// serverRecord is the record of a pod's running server on this node.
+func (r *podRunner) serverRecord(uid types.UID) string {
+	return procRecordPath(r.store, r.labName, r.node.Name+"/pod-"+string(uid))
+}
+
+// liveServer is the pod server a previous agent of this node started for pod uid, if it still runs in the
+// pod's namespace.
+func (r *podRunner) liveServer(uid types.UID) (procRecord, bool) {
+	rec, ok := liveRecord(r.serverRecord(uid))
+	if !ok || !inNamespace(rec.PID, podNamespace(r.labName, uid)) {
+		return procRecord{}, false
+	}
+	return rec, true
+}
+
+// reserveAdopted reserves the addresses of the pod servers still running from a previous agent.
+func (r *podRunner) reserveAdopted() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reserved = map[types.UID]netip.Addr{}
+	for _, uid := range r.leftovers() {
+		if rec, ok := r.liveServer(uid); ok {
+			if ip, err := netip.ParseAddr(rec.IP); err == nil && r.ipam.reserve(ip) {
+				r.reserved[uid] = ip
+			}
+		}
+	}
+}
+
+// claim takes the address reserveAdopted kept for pod uid.
+func (r *podRunner) claim(uid types.UID) (netip.Addr, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ip, ok := r.reserved[uid]
+	delete(r.reserved, uid)
+	return ip, ok
+}
+
+// leftovers are the pods whose servers this node's agents recorded and did not tear down.
+func (r *podRunner) leftovers() []types.UID {
+	entries, _ := os.ReadDir(filepath.Dir(r.serverRecord("x")))
+	var uids []types.UID
+	for _, e := range entries {
+		if uid, ok := strings.CutPrefix(e.Name(), "pod-"); ok {
+			if uid, ok := strings.CutSuffix(uid, ".json"); ok {
+				uids = append(uids, types.UID(uid))
+			}
+		}
+	}
+	return uids
+}
+
+func (r *podRunner) known(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.workers[uid]
+	return ok
+}
+
+// sweep removes what a previous agent left of a pod that no longer runs here: its server, its namespace, its
+// address and record.
+func (r *podRunner) sweep(ctx context.Context, uid types.UID) {
+	if err := removeNamespace(ctx, podNamespace(r.labName, uid)); err != nil {
+		r.logger.Error(err, "removing a deleted pod's namespace", "uid", uid)
+		return
+	}
+	if ip, ok := r.claim(uid); ok {
+		r.ipam.release(ip)
+	}
+	os.Remove(r.serverRecord(uid))
+}
+
+// restartCount is the restart count the pod's status holds (a restarted agent goes on counting).
+func restartCount(pod *v1.Pod) int32 {
+	for _, cs := range pod.Status.ContainerStatuses {
+		return cs.RestartCount
+	}
+	return 0
+}
+
+// runningSince is when the pod's running server started, as its status says (zero if it does not).
+func runningSince(pod *v1.Pod) time.Time {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			return cs.State.Running.StartedAt.Time
+		}
+	}
+	return time.Time{}
+}
+
+// exitCode is a process's exit code as a container runtime reports it: 128 plus the signal that killed it.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 // gone stops the worker of a pod removed from the API without a graceful deletion (a force delete).
@@ -274,11 +395,13 @@ type podWorker struct {
 	done    chan struct{}
 	logger  klog.Logger
 
-	pod      *v1.Pod // the latest version seen
-	ip       netip.Addr
-	netns    string
-	started  metav1.Time
-	pid      int // the running pod server's
+	pod     *v1.Pod // the latest version seen
+	ip      netip.Addr
+	netns   string
+	started metav1.Time
+	pid     int // the running pod server's
+	// adopted is the pod server a previous agent started, still running, which this worker takes over.
+	adopted  *procRecord
 	restarts int32
 	last     *v1.ContainerStateTerminated
 }
@@ -323,6 +446,20 @@ func (w *podWorker) waitForDeletion(ctx context.Context) {
 // reaches itself through its own Service), and its address. A pod that had an address before (the agent
 // restarted) keeps it.
 func (w *podWorker) start(ctx context.Context) error {
+	w.restarts = restartCount(w.pod)
+	if rec, ok := w.r.liveServer(w.pod.UID); ok {
+		if ip, ok := w.r.claim(w.pod.UID); ok && ip.String() == rec.IP {
+			// The agent restarted: the pod's sandbox and server are still there, as a kubelet finds its
+			// pods' containers running when it comes back.
+			w.ip, w.adopted = ip, &rec
+			w.started = metav1.Now()
+			if t := w.pod.Status.StartTime; t != nil {
+				w.started = *t
+			}
+			w.logger.Info("adopted the running pod server", "pid", rec.PID)
+			return nil
+		}
+	}
 	ip := netip.Addr{}
 	if old, err := netip.ParseAddr(w.pod.Status.PodIP); err == nil && w.r.ipam.reserve(old) {
 		ip = old
@@ -417,20 +554,31 @@ func ports(pod *v1.Pod) (tcp, udp []int) {
 // runContainers runs the pod's server, restarts it as restartPolicy says, and keeps the pod's status, until the
 // pod is deleted (or the agent stops).
 func (w *podWorker) runContainers(ctx context.Context) {
-	backoff := time.Duration(0)
+	backoff := containerBackoff()
 	for {
-		exited, pid, err := w.startServer()
+		began := time.Now()
+		var exited <-chan int
+		var pid int
+		var err error
+		if w.adopted != nil {
+			pid = w.adopted.PID
+			exited, err = watchExit(w.r.store, w.r.labName, pid, w.adopted.Start)
+			w.adopted = nil
+			if t := runningSince(w.pod); !t.IsZero() {
+				began = t
+			}
+		} else if exited, pid, err = w.startServer(); err == nil {
+			for _, c := range w.pod.Spec.Containers {
+				w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Created", "Created container %s (k8sguide pod server, pid %d)", c.Name, pid)
+				w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+			}
+		}
 		if err != nil {
 			w.logger.Error(err, "starting the pod server")
 			w.r.recorder.Eventf(w.pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 			return
 		}
-		began := time.Now()
 		w.pid = pid
-		for _, c := range w.pod.Spec.Containers {
-			w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Created", "Created container %s (k8sguide pod server, pid %d)", c.Name, pid)
-			w.r.recorder.Eventf(w.pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
-		}
 		state := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(began)}}
 		w.writeStatus(ctx, state, false)
 		code, deleted := w.watch(ctx, exited, pid, began, state)
@@ -447,11 +595,8 @@ func (w *podWorker) runContainers(ctx context.Context) {
 		}
 		// Back off as the kubelet does: the first restart at once, then 10 s doubling to 5 min; a container
 		// that ran for 10 min starts the count again.
-		if time.Since(began) > restartBackoffIdle {
-			backoff = 0
-		}
 		w.restarts++
-		if backoff > 0 {
+		if backoff := backoff.delay(time.Since(began)); backoff > 0 {
 			w.writeStatus(ctx, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 				Message: fmt.Sprintf("back-off %s restarting failed container", backoff)}}, false)
 			w.r.recorder.Eventf(w.pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
@@ -461,12 +606,11 @@ func (w *podWorker) runContainers(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 		}
-		backoff = min(max(2*backoff, restartBackoff), restartBackoffMax)
 	}
 }
 
-// startServer starts the pod server in the pod's namespace. It dies with the agent, as containers go with a
-// killed kubelet's pods here (the agent starts them again, counting a restart, when it comes back).
+// startServer starts the pod server in the pod's namespace, and records it: it outlives the agent, as a
+// container outlives its kubelet, and the agent's next life adopts it.
 func (w *podWorker) startServer() (<-chan int, int, error) {
 	tcp, udp := ports(w.pod)
 	argv := nodecmd.PodServerArgv(w.r.exe, w.pod.Name, w.r.node.Name, tcp, udp)
@@ -474,35 +618,27 @@ func (w *podWorker) startServer() (<-chan int, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	started := make(chan error, 1)
-	exited := make(chan int, 1)
-	gone := make(chan struct{})
-	var pid int
-	go func() {
-		// Pdeathsig follows the thread that started the child: it stays locked until the child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer logf.Close()
-		cmd := exec.Command("ip", append([]string{"netns", "exec", w.netns}, argv...)...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		pid = cmd.Process.Pid
-		started <- nil
-		cmd.Wait()
-		close(gone)
-		exited <- cmd.ProcessState.ExitCode()
-	}()
-	if err := <-started; err != nil {
+	defer logf.Close()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", w.netns}, argv...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
 		return nil, 0, err
 	}
+	pid := cmd.Process.Pid
+	exited := make(chan int, 1)
+	gone := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(gone)
+		exited <- exitCode(cmd.ProcessState)
+	}()
 	// `ip netns exec` becomes the server (same pid); until it has entered the pod's namespace a teardown would
-	// not find it there.
+	// not find it there, nor would the next agent adopt it.
 	if err := waitInNamespace(pid, w.netns, gone); err != nil {
 		return nil, 0, fmt.Errorf("the pod server: %w", err)
+	}
+	if err := writeProcRecord(w.r.serverRecord(w.uid), pid, w.ip.String()); err != nil {
+		w.logger.Error(err, "recording the pod server")
 	}
 	return exited, pid, nil
 }
@@ -576,6 +712,7 @@ func (w *podWorker) teardown() {
 		w.logger.Error(err, "removing the pod's namespace")
 		return // keep the address: something still holds it
 	}
+	os.Remove(w.r.serverRecord(w.uid))
 	if w.ip.IsValid() {
 		w.r.ipam.release(w.ip)
 	}

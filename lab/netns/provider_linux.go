@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -152,6 +151,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			cleanup, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			p.teardown(cleanup, st)
+			err = keepLogs(err, p.Store.Dir(cfg.Name))
 			h.Remove()
 		}
 	}()
@@ -380,6 +380,35 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 // and the control plane), then its pods' namespaces, the client's, and the lab's bpf filesystem. It removes only
 // names the lab's own rules give (the state file says which nodes there were, but a name in it that is not one
 // of this lab's is refused, not removed).
+// keepLogs moves the logs a failed `up`'s error names out of the lab's directory, which the rollback removes,
+// to a private directory of their own, and makes the error name them there.
+func keepLogs(err error, labDir string) error {
+	if !strings.Contains(err.Error(), labDir+"/") && !strings.Contains(err.Error(), "logs: "+labDir) {
+		return err
+	}
+	kept, kerr := os.MkdirTemp("", "k8sguide-failed-up-")
+	if kerr != nil {
+		return err
+	}
+	logs, _ := filepath.Glob(filepath.Join(labDir, "*.log"))
+	for _, l := range logs {
+		// Copied, not renamed: /tmp and the state's /run are often two filesystems.
+		if data, err := os.ReadFile(l); err == nil {
+			os.WriteFile(filepath.Join(kept, filepath.Base(l)), data, 0o600)
+		}
+	}
+	return &movedLogsError{err: err, from: labDir, to: kept}
+}
+
+// movedLogsError is an error whose log paths moved from one directory to another.
+type movedLogsError struct {
+	err      error
+	from, to string
+}
+
+func (e *movedLogsError) Error() string { return strings.ReplaceAll(e.err.Error(), e.from, e.to) }
+func (e *movedLogsError) Unwrap() error { return e.err }
+
 func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 	var errs []error
 	name := st.Config.Name
@@ -439,19 +468,17 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}, BPFFS: st.BPFFS,
 		NodePortAddresses: st.Config.NodePortAddresses}
 	for _, n := range st.Nodes {
-		s.Proxies[n.Name] = lab.ProxyStatus{Running: processAlive(p.proxyPID(name, n.Name))}
+		s.Proxies[n.Name] = lab.ProxyStatus{Running: p.proxyPID(name, n.Name) != 0}
+	}
+	if problems := p.nodeProblems(st); len(problems) > 0 {
+		s.Problems = problems
 	}
 	return s, nil
 }
 
-// proxyPID is the pid of the node's proxy, as its agent last started it (0: none yet).
+// proxyPID is the pid of the node's running proxy (0: none runs).
 func (p *Provider) proxyPID(labName, node string) int {
-	data, err := os.ReadFile(proxyPIDPath(p.Store, labName, node))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return pid
+	return livePID(proxyRecord(p.Store, labName, node))
 }
 
 // namespaceOf resolves what `exec` may name: a node or the client, by full or short name (worker2:
@@ -560,7 +587,7 @@ func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 			}
 		}
 		if err := p.waitCluster(ctx, st, "the proxy of "+n.Name, func(ctx context.Context) (bool, error) {
-			if pid := p.proxyPID(st.Config.Name, n.Name); pid != 0 && !processAlive(pid) {
+			if _, err := os.Stat(proxyRecord(p.Store, st.Config.Name, n.Name)); err == nil && p.proxyPID(st.Config.Name, n.Name) == 0 {
 				log := proxyLog(p.Store, st.Config.Name, n.Name)
 				return false, fmt.Errorf("the proxy of %s stopped: %s (log: %s)", n.Name, lastLogLine(log), log)
 			}

@@ -23,6 +23,11 @@ func New() (lab.Provider, error) { return nil, errNeedsLinux }
 // RunKubeProxy says the provider needs Linux.
 func RunKubeProxy(context.Context, []string) error { return errNeedsLinux }
 
+// RunNodeInit says the provider needs Linux.
+func RunNodeInit(context.Context, state.Store, string, string, string, int) error {
+	return errNeedsLinux
+}
+
 // RunNodeAgent says the provider needs Linux.
 func RunNodeAgent(context.Context, state.Store, string, string, string, int) error {
 	return errNeedsLinux

@@ -179,6 +179,13 @@ func waitInNamespace(pid int, ns string, exited <-chan struct{}) error {
 	}
 }
 
+// inNamespace tells whether pid's network namespace is ns.
+func inNamespace(pid int, ns string) bool {
+	var want, got unix.Stat_t
+	return unix.Stat(nsPath(ns), &want) == nil && unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &got) == nil &&
+		got.Dev == want.Dev && got.Ino == want.Ino
+}
+
 // namespacePids lists the processes whose network namespace is ns.
 func namespacePids(ctx context.Context, ns string) ([]int, error) {
 	out, err := ipOutput(ctx, "netns", "pids", ns)

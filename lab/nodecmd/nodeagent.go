@@ -7,6 +7,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// node-init: a netns lab node's init, in the place of the PID 1 (systemd) of a kind node's container: started
+// detached by the provider in the node's namespace, it runs the node's agent and starts it again whenever it
+// dies, and reaps what the agent leaves.
+//
 // node-agent: a netns lab node's agent, in the place of kind's kubelet (and, on the control-plane node, of the
 // kubeadm init that kind runs there); started detached by the provider in the node's namespace, it runs until
 // killed. It answers through the lab's apiserver (its Node, Lease and Pods), not on stdout.
@@ -31,6 +35,14 @@ func NodeAgentArgv(exe, labName, node string, withAPIListener bool) []string {
 	return argv
 }
 
+// NodeInitArgv is the command line of lab labName's init on node; withAPIListener as for NodeAgentArgv (the
+// init hands the socket on to each agent it starts, under the same descriptor).
+func NodeInitArgv(exe, labName, node string, withAPIListener bool) []string {
+	argv := NodeAgentArgv(exe, labName, node, withAPIListener)
+	argv[2] = "node-init"
+	return argv
+}
+
 // ControlPlaneArgv is the command line of lab labName's control plane.
 func ControlPlaneArgv(exe, labName string) []string {
 	return []string{exe, Group, "control-plane", "--name", labName}
@@ -41,15 +53,15 @@ func PKIArgv(exe, labName string) []string {
 	return []string{exe, Group, "pki", "--name", labName}
 }
 
-func nodeAgentCommand(run func(ctx context.Context, labName, node string, apiListenerFD int) error) *cobra.Command {
+func nodeAgentCommand(use string, run func(ctx context.Context, labName, node string, apiListenerFD int) error) *cobra.Command {
 	var name, node string
 	fd := -1
 	cmd := &cobra.Command{
-		Use:  "node-agent",
+		Use:  use,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if run == nil {
-				return fmt.Errorf("this k8sguide has no node agent")
+				return fmt.Errorf("this k8sguide has no %s", use)
 			}
 			return run(cmd.Context(), name, node, fd)
 		},

@@ -1,5 +1,5 @@
 // Package nodecmd is the protocol between the k8sguide on the user's side and the k8sguide that runs inside a
-// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|kube-proxy|pod-server|node-agent|
+// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|kube-proxy|pod-server|node-init|node-agent|
 // control-plane|pki`, hidden from users). Each command has one file here holding both ends: the argv the caller
 // builds (and, where the command answers, the reading of its answer) and the handler that parses those flags and
 // writes that answer. A change to a flag or to an answer's format is then one file, and a test can run both ends
@@ -37,7 +37,9 @@ type Handlers struct {
 	KernelTrace func(ctx context.Context, engine string, f trace.Flow) (stop func() ([]string, error), err error)
 	// KubeProxy runs upstream kube-proxy with its own command line, until it fails.
 	KubeProxy func(ctx context.Context, args []string) error
-	// NodeAgent, ControlPlane and PKI are the netns provider's node agent, control plane and certificates.
+	// NodeInit, NodeAgent, ControlPlane and PKI are the netns provider's node init and agent, control plane
+	// and certificates.
+	NodeInit     func(ctx context.Context, labName, node string, apiListenerFD int) error
 	NodeAgent    func(ctx context.Context, labName, node string, apiListenerFD int) error
 	ControlPlane func(ctx context.Context, labName string) error
 	PKI          func(ctx context.Context, labName string) error
@@ -47,7 +49,7 @@ type Handlers struct {
 func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
 	cmd := &cobra.Command{Use: Group, Hidden: true, Short: "processes k8sguide runs inside a lab's nodes and pods"}
 	cmd.AddCommand(kubeProxyCommand(h.KubeProxy), podServerCommand(), collectCommand(streams, h.Collect),
-		kernelTraceCommand(streams, h.KernelTrace), connectCommand(streams), nodeAgentCommand(h.NodeAgent),
+		kernelTraceCommand(streams, h.KernelTrace), connectCommand(streams), nodeAgentCommand("node-init", h.NodeInit), nodeAgentCommand("node-agent", h.NodeAgent),
 		labCommand("control-plane", h.ControlPlane), labCommand("pki", h.PKI))
 	return cmd
 }

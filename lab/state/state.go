@@ -52,8 +52,9 @@ type Lab struct {
 	// Namespaces lists every network namespace made for the lab, recorded before it is made, so that `down`
 	// (or a failed `up`) removes exactly what is ours.
 	Namespaces []string `json:"namespaces"`
-	// AgentPIDs maps each node to the pid of its node agent (the kubelet's stand-in).
-	AgentPIDs map[string]int `json:"agentPIDs,omitempty"`
+	// InitPIDs maps each node to the pid of its init (the node container's PID 1's stand-in), which runs the
+	// node's agent (the kubelet's).
+	InitPIDs map[string]int `json:"initPIDs,omitempty"`
 	// APIServerPort is the port on the host's loopback where the lab's apiserver answers, as kind publishes it.
 	APIServerPort int `json:"apiServerPort,omitempty"`
 	// BPFFS is the lab's private bpf filesystem (ebpf dataplane), recorded before it is mounted.

@@ -32,6 +32,13 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			return s.Stop, nil
 		},
 		KubeProxy: netns.RunKubeProxy,
+		NodeInit: func(ctx context.Context, labName, node string, apiListenerFD int) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			return netns.RunNodeInit(klog.NewContext(ctx, klog.Background()), state.Default(), exe, labName, node, apiListenerFD)
+		},
 		NodeAgent: func(ctx context.Context, labName, node string, apiListenerFD int) error {
 			exe, err := os.Executable()
 			if err != nil {
