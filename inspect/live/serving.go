@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -55,13 +56,26 @@ func SelectsPodsOf(svc *v1.Service, d *appsv1.Deployment) bool {
 // kernel still does differently, in one line.
 func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	var sickSince time.Time
 	for {
-		diff, err := servingDiff(ctx, p, name, want)
+		diff, down, err := servingDiff(ctx, p, name, want)
 		if err != nil {
 			return err
 		}
-		if diff == "" {
+		if diff == "" && len(down) == 0 {
 			return nil
+		}
+		if diff == "" {
+			// Every node whose proxy runs has the change. A node whose proxy is down is given a moment (its
+			// agent restarts it), then named rather than waited for until the timeout.
+			if sickSince.IsZero() {
+				sickSince = time.Now()
+			}
+			if time.Since(sickSince) > sickNodeGrace || time.Now().After(deadline) {
+				return &NotServingError{Down: down}
+			}
+		} else {
+			sickSince = time.Time{}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the lab's dataplane did not take the change within %s: %s", timeout, diff)
@@ -74,19 +88,49 @@ func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1
 	}
 }
 
-// servingDiff reads every node once and says the first difference between the kernel and the API ("" if none).
-func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool) (string, error) {
+// sickNodeGrace is how long WaitServing waits for a node whose proxy is down once every other node has the
+// change: a proxy its agent restarts serves again within seconds.
+const sickNodeGrace = 20 * time.Second
+
+// NotServingError says which nodes could not be checked for a change because their proxy is down; the other
+// nodes' kernels have it.
+type NotServingError struct {
+	// Down maps each such node to what is wrong with it.
+	Down map[string]string
+}
+
+func (e *NotServingError) Error() string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(e.Down)) {
+		parts = append(parts, fmt.Sprintf("node %s: %s", n, e.Down[n]))
+	}
+	return "the other nodes' dataplanes took the change; not checked on " + strings.Join(parts, "; ")
+}
+
+// servingDiff reads every node whose proxy runs once and says the first difference between the kernel and the
+// API ("" if none); down are the nodes whose proxy does not run, with what is wrong with them.
+func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool) (diff string, down map[string]string, err error) {
 	st, err := p.Status(ctx, name)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	down = map[string]string{}
+	for _, n := range st.Nodes {
+		if ps, ok := st.Proxies[n.Name]; ok && !ps.Running {
+			why := st.Problems[n.Name]
+			if why == "" {
+				why = "its proxy is not running"
+			}
+			down[n.Name] = why
+		}
 	}
 	w, err := p.Workloads(ctx, name)
 	if err != nil {
-		return "", err
+		return "", down, err
 	}
 	all, err := w.Services(ctx)
 	if err != nil {
-		return "", err
+		return "", down, err
 	}
 	var svcs []v1.Service
 	for i := range all {
@@ -95,16 +139,16 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 		}
 	}
 	if len(svcs) == 0 {
-		return "", nil
+		return "", nil, nil
 	}
 	eps, err := w.EndpointSlices(ctx)
 	if err != nil {
-		return "", err
+		return "", down, err
 	}
 	// One listing of the names serves every node's walk.
 	pods, err := w.Pods(ctx)
 	if err != nil {
-		return "", err
+		return "", down, err
 	}
 	names := namesOf(st, pods, all)
 	// The endpoints to compare with are the EndpointSlice controller's: it must have caught up with the pods
@@ -112,13 +156,16 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	// endpoints.
 	for i := range svcs {
 		if d := endpointsLag(&svcs[i], pods, eps); d != "" {
-			return fmt.Sprintf("service %s/%s: %s", svcs[i].Namespace, svcs[i].Name, d), nil
+			return fmt.Sprintf("service %s/%s: %s", svcs[i].Namespace, svcs[i].Name, d), down, nil
 		}
 	}
 	diffs := make([]string, len(st.Nodes))
 	errs := make([]error, len(st.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range st.Nodes {
+		if _, ok := down[n.Name]; ok {
+			continue
+		}
 		wg.Go(func() {
 			snap, err := collect(ctx, p, name, st, n.Name)
 			if err != nil {
@@ -131,14 +178,14 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return "", err
+		return "", down, err
 	}
 	for _, d := range diffs {
 		if d != "" {
-			return d, nil
+			return d, down, nil
 		}
 	}
-	return "", nil
+	return "", down, nil
 }
 
 // nodeDiff compares one node's walks with the API.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -37,38 +39,38 @@ func Client(cs kubernetes.Interface, rollout, poll time.Duration) lab.Workloads 
 }
 
 // Apply applies each object server-side, as `kubectl apply --server-side` does, then waits for the
-// Deployments' pods: the command returns when the pods serve.
+// Deployments' pods: the command returns when the pods serve. Every object is first sent as a dry run, so that
+// a manifest the apiserver refuses in part changes nothing; an apply that still stops part-way (the apiserver
+// went away, Ctrl-C) fails with a *PartialError that lists what it did apply.
 func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error {
+	var serial, parallel []applyItem
 	for _, c := range configMaps {
 		c = c.DeepCopy()
 		c.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
-		if err := apply(ctx, "configmap", c.Name, c, w.cs.CoreV1().ConfigMaps(c.Namespace).Patch); err != nil {
-			return err
-		}
+		serial = append(serial, item("configmap", c.Name, c, w.cs.CoreV1().ConfigMaps(c.Namespace).Patch))
 	}
 	for _, d := range deployments {
 		d = d.DeepCopy()
 		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
-		if err := apply(ctx, "deployment.apps", d.Name, d, w.cs.AppsV1().Deployments(d.Namespace).Patch); err != nil {
-			return err
-		}
+		serial = append(serial, item("deployment.apps", d.Name, d, w.cs.AppsV1().Deployments(d.Namespace).Patch))
 	}
-	// Services go a few at a time: one apply at a time, a file of 1,000 Services spent most of its deploy
-	// waiting on round trips. The first error stops the rest.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(applyParallelism)
 	for _, s := range services {
 		s = s.DeepCopy()
 		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 		if s.Namespace == "" {
 			s.Namespace = metav1.NamespaceDefault
 		}
-		g.Go(func() error {
-			return apply(gctx, "service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch)
-		})
+		parallel = append(parallel, item("service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch))
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	total := len(serial) + len(parallel)
+	if _, err := applyAll(ctx, serial, parallel, true); err != nil {
+		return fmt.Errorf("nothing applied: the apiserver refuses %w", err)
+	}
+	if applied, err := applyAll(ctx, serial, parallel, false); err != nil {
+		if len(applied) == 0 {
+			return fmt.Errorf("nothing applied: %w", err)
+		}
+		return &PartialError{Applied: applied, Total: total, Err: err}
 	}
 	for _, d := range deployments {
 		if err := w.waitRollout(ctx, d.Namespace, d.Name); err != nil {
@@ -78,19 +80,84 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 	return nil
 }
 
+// PartialError is an Apply that stopped part-way: the objects it applied before Err, of Total.
+type PartialError struct {
+	Applied []string
+	Total   int
+	Err     error
+}
+
+func (e *PartialError) Error() string {
+	names := e.Applied
+	if len(names) > 4 {
+		names = append(slices.Clone(names[:4]), fmt.Sprintf("and %d more", len(e.Applied)-4))
+	}
+	return fmt.Sprintf("applied %d of %d objects (%s), then: %v", len(e.Applied), e.Total, strings.Join(names, ", "), e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// applyItem is one object to apply: its kind and name as kubectl prints them, and its apply.
+type applyItem struct {
+	ref   string
+	apply func(ctx context.Context, dryRun bool) error
+}
+
+func item[T any](what, name string, obj any, patch patchFunc[T]) applyItem {
+	return applyItem{ref: what + "/" + name, apply: func(ctx context.Context, dryRun bool) error {
+		return apply(ctx, what, name, obj, patch, dryRun)
+	}}
+}
+
+// applyAll applies serial one after the other, then parallel a few at a time (one apply at a time, a file of
+// 1,000 Services spent most of its deploy waiting on round trips); the first error stops the rest. It returns
+// what it applied.
+func applyAll(ctx context.Context, serial, parallel []applyItem, dryRun bool) ([]string, error) {
+	var mu sync.Mutex
+	var applied []string
+	done := func(ref string) {
+		mu.Lock()
+		applied = append(applied, ref)
+		mu.Unlock()
+	}
+	for _, it := range serial {
+		if err := it.apply(ctx, dryRun); err != nil {
+			return applied, err
+		}
+		done(it.ref)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyParallelism)
+	for _, it := range parallel {
+		g.Go(func() error {
+			if err := it.apply(gctx, dryRun); err != nil {
+				return err
+			}
+			done(it.ref)
+			return nil
+		})
+	}
+	err := g.Wait()
+	return applied, err
+}
+
 // applyParallelism is how many Service applies are in flight at once.
 const applyParallelism = 8
 
 // patchFunc is a typed client's Patch.
 type patchFunc[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 
-// apply sends obj (with its TypeMeta set) as a server-side apply patch.
-func apply[T any](ctx context.Context, what, name string, obj any, patch patchFunc[T]) error {
+// apply sends obj (with its TypeMeta set) as a server-side apply patch, or only as its dry run.
+func apply[T any](ctx context.Context, what, name string, obj any, patch patchFunc[T], dryRun bool) error {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	if _, err := patch(ctx, name, types.ApplyPatchType, data, applyOptions()); err != nil {
+	opts := applyOptions()
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if _, err := patch(ctx, name, types.ApplyPatchType, data, opts); err != nil {
 		return fmt.Errorf("%s/%s: %w", what, name, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/scenarios"
@@ -111,5 +114,70 @@ func fakeDeploymentController(cs *fake.Clientset, stop chan struct{}) {
 			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
 			cs.AppsV1().Deployments("default").UpdateStatus(context.Background(), &d, metav1.UpdateOptions{})
 		}
+	}
+}
+
+// TestApplyAllOrNothing: a manifest whose third object the apiserver refuses changes nothing (every object is
+// sent as a dry run first; a manifest applied in part without a word was a campaign's finding), and an apply
+// that stops part-way after its dry run passed says what it applied.
+func TestApplyAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	m, err := ParseManifest([]byte(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: one}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: two}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: three}
+spec: {ports: [{port: 80}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		refuseDryRun bool
+		wantApplied  int
+		want         string
+	}{
+		{"refused by the dry run", true, 0, "nothing applied: the apiserver refuses service/three: refused"},
+		{"refused when applied", false, 2, "applied 2 of 3 objects (configmap/one, service/two), then: service/three: refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			applied := 0
+			cs.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				pa := a.(k8stesting.PatchActionImpl)
+				dry := len(pa.GetPatchOptions().DryRun) > 0
+				if pa.GetName() == "three" && (dry == tc.refuseDryRun) {
+					return true, nil, errors.New("refused")
+				}
+				if !dry {
+					applied++
+				}
+				if a.GetResource().Resource == "configmaps" {
+					return true, &v1.ConfigMap{}, nil
+				}
+				return true, &v1.Service{}, nil
+			})
+			w := &workloads{cs: cs, rollout: time.Second, poll: time.Millisecond}
+			err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if applied != tc.wantApplied {
+				t.Errorf("%d objects applied for real, want %d", applied, tc.wantApplied)
+			}
+			var partial *PartialError
+			if errors.As(err, &partial) != (tc.wantApplied > 0) {
+				t.Errorf("PartialError: %v", err)
+			}
+		})
 	}
 }

@@ -58,3 +58,15 @@ func ExposeService(d *appsv1.Deployment, opts lab.ExposeOptions) *v1.Service {
 		},
 	}
 }
+
+// MaxReplicas bounds the replicas a command asks for: a lab's node runs at most 110 pods (the kubelet's
+// default), and a lab has a few nodes.
+const MaxReplicas = 1000
+
+// CheckReplicas refuses a replica count no lab can run.
+func CheckReplicas(n int32) error {
+	if n < 0 || n > MaxReplicas {
+		return fmt.Errorf("--replicas %d: must be 0 to %d", n, MaxReplicas)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -57,8 +58,10 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	if f.Replicas < -1 {
-		return fmt.Errorf("--replicas %d: must be 0 or more", f.Replicas)
+	if f.Replicas != -1 {
+		if err := workload.CheckReplicas(f.Replicas); err != nil {
+			return err
+		}
 	}
 	if f.Replicas >= 0 {
 		for _, d := range m.Deployments {
@@ -92,6 +95,11 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 		return false
 	}
 	if err := live.WaitServing(cmd.Context(), p, f.Name, touched, live.ServingTimeout); err != nil {
+		var notServing *live.NotServingError
+		if errors.As(err, &notServing) {
+			// Applied, and served by every node that could be read: say both.
+			printCreated(streams.Out, m)
+		}
 		return err
 	}
 	printCreated(streams.Out, m)

@@ -3,6 +3,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
+	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
 type flags struct {
@@ -35,6 +37,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if !cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas is required")
 			}
+			if err := workload.CheckReplicas(f.Replicas); err != nil {
+				return err
+			}
 			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 			if err != nil {
 				return err
@@ -46,10 +51,16 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err := w.Scale(cmd.Context(), f.Namespace, f.Deployment, f.Replicas); err != nil {
 				return err
 			}
+			scaled := fmt.Sprintf("deployment.apps/%s scaled to %d", f.Deployment, f.Replicas)
 			if err := waitServing(cmd.Context(), p, w, f); err != nil {
+				var notServing *live.NotServingError
+				if errors.As(err, &notServing) {
+					// Scaled, and served by every node that could be read: say both.
+					fmt.Fprintln(streams.Out, scaled)
+				}
 				return err
 			}
-			fmt.Fprintf(streams.Out, "deployment.apps/%s scaled to %d\n", f.Deployment, f.Replicas)
+			fmt.Fprintln(streams.Out, scaled)
 			return nil
 		},
 	}
