@@ -5,7 +5,9 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
@@ -24,6 +26,20 @@ func NodeOf(st lab.Status, node string) (lab.Node, error) {
 		known = append(known, n.Name)
 	}
 	return lab.Node{}, &lab.NotFoundError{Kind: "node", Name: node, Known: known}
+}
+
+// namesMissing begins the Missing entry of a snapshot taken while the lab's apiserver did not answer.
+const namesMissing = "Kubernetes names"
+
+// NamesNote is what a trace of s says when s lacks the lab's Kubernetes names for want of its apiserver ("" when
+// it has them): the walk is the kernel's and stands, only pods and Services are shown by address.
+func NamesNote(s *snapshot.Snapshot) string {
+	for _, m := range s.Missing {
+		if why, ok := strings.CutPrefix(m, namesMissing+" "); ok {
+			return "pods and Services are shown by address: " + strings.Trim(why, "()")
+		}
+	}
+	return ""
 }
 
 // Snapshot runs the collector inside a lab node (this same binary, `k8sguide internal collect`) and adds
@@ -51,7 +67,14 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 		return nil, err
 	}
 	if kerr != nil {
-		return nil, kerr
+		// The rules are the kernel's and need no apiserver: the trace goes on without the names, and says
+		// why they are missing.
+		var uerr *url.Error
+		if errors.As(kerr, &uerr) {
+			kerr = uerr.Err // the cause, not the request's method and URL
+		}
+		s.Missing = append(s.Missing, namesMissing+" ("+kerr.Error()+")")
+		return s, nil
 	}
 	s.Kubernetes = k
 	return s, nil

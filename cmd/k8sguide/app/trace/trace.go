@@ -117,6 +117,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if note := live.NamesNote(s); note != "" {
+				t.Notes = append(t.Notes, note)
+			}
 			return write(ctx, streams.Out, t, f, format)
 		},
 	}
