@@ -316,3 +316,52 @@ func clientset(t *testing.T, name string) kubernetes.Interface {
 	}
 	return kubernetes.NewForConfigOrDie(cfg)
 }
+
+// TestLostState loses and turns a lab's state file as a crash or a clumsy user would: a state file that
+// describes another lab makes down refuse, not remove that lab; a lab whose state file, or whole directory, is
+// gone is found in the kernel by its namespaces' marks and removed whole (it was reported "Deleted" while every
+// namespace and process stayed, and its etcd data and certificates were deleted under them).
+func TestLostState(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	a, b := "e2e-lost", "e2e-other"
+	upLab(t, a, "--workers", "0")
+	upLab(t, b, "--workers", "0")
+	statePath := func(name string) string { return filepath.Join(e2etest.StateDir, name, "state.json") }
+	other, err := os.ReadFile(statePath(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile(statePath(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statePath(a), other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k8sguide(t, "down", "--name", a); err == nil || !strings.Contains(err.Error(), `describes lab "`+b+`"`) {
+		t.Errorf("down with another lab's state: %v", err)
+	}
+	mustK8sguide(t, "kubectl", "--name", b, "get", "nodes")
+	if err := os.WriteFile(statePath(a), own, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The state file lost.
+	if err := os.Remove(statePath(a)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k8sguide(t, "deploy", "--name", a); err == nil || !strings.Contains(err.Error(), "k8sguide down --name "+a) {
+		t.Errorf("deploy on a lab without its state: %v", err)
+	}
+	mustK8sguide(t, "down", "--name", a)
+	assertNothingLeft(t, a)
+	mustK8sguide(t, "kubectl", "--name", b, "get", "nodes")
+
+	// The whole directory lost: the kernel still shows the lab (the only one, so down needs no --name), and
+	// down removes it.
+	if err := os.RemoveAll(filepath.Join(e2etest.StateDir, b)); err != nil {
+		t.Fatal(err)
+	}
+	mustK8sguide(t, "down")
+	assertNothingLeft(t, b)
+}

@@ -475,6 +475,9 @@ func (w *podWorker) start(ctx context.Context) error {
 	if err := removeNamespace(ctx, w.netns); err != nil {
 		return err
 	}
+	if err := addNamespace(ctx, w.netns, labMark(w.r.store, w.r.labName)); err != nil {
+		return err
+	}
 	sum := sha1.Sum([]byte(w.pod.UID))
 	node := w.r.node.Name
 	if w.r.cilium {
@@ -483,8 +486,7 @@ func (w *podWorker) start(ctx context.Context) error {
 		// through cilium_host; its agent makes the endpoint once the pod's status carries the address.
 		hostVeth := "lxc" + hex.EncodeToString(sum[:])[:8]
 		for _, args := range [][]string{
-			{"netns", "add", w.netns},
-			{"-n", w.netns, "link", "set", "lo", "up"},
+				{"-n", w.netns, "link", "set", "lo", "up"},
 			{"-n", node, "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", w.netns},
 			{"-n", node, "link", "set", hostVeth, "up"},
 			{"-n", w.netns, "addr", "add", ip.String() + "/32", "dev", "eth0"},
@@ -502,7 +504,6 @@ func (w *podWorker) start(ctx context.Context) error {
 	}
 	hostVeth := "veth" + hex.EncodeToString(sum[:])[:8]
 	for _, args := range [][]string{
-		{"netns", "add", w.netns},
 		{"-n", w.netns, "link", "set", "lo", "up"},
 		{"-n", node, "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", w.netns},
 		{"-n", node, "link", "set", hostVeth, "master", "cni0"},

@@ -17,6 +17,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
@@ -133,6 +135,10 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	for _, ns := range namespaces {
 		if nsExists(ns) {
 			h.Remove()
+			if mark, ok := strings.CutPrefix(markOf(ctx, ns), markPrefix); ok {
+				owner, root, _ := strings.Cut(mark, " ")
+				return fmt.Errorf("network namespace %s is left from lab %s (state in %s), whose state is gone: remove it with K8SGUIDE_STATE_DIR=%s k8sguide down --name %s", ns, owner, root, root, owner)
+			}
 			return fmt.Errorf("network namespace %s already exists but belongs to no k8sguide lab; remove it (ip netns del %s) or pick another --name", ns, ns)
 		}
 	}
@@ -260,8 +266,10 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 
 func (p *Provider) makeClient(ctx context.Context, labName string) error {
 	ns := lab.ClientName(labName)
+	if err := addNamespace(ctx, ns, labMark(p.Store, labName)); err != nil {
+		return err
+	}
 	for _, args := range [][]string{
-		{"netns", "add", ns},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "link", "add", "br0", "type", "bridge"},
 		{"-n", ns, "link", "set", "br0", "address", bridgeMAC(netip.MustParseAddr(clientIP))},
@@ -278,11 +286,25 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 // makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
 // route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR. An ebpf
 // node has no bridge: its agent makes cilium_host, and each pod gets a veth of its own, as Cilium wires them.
+// addNamespace makes a namespace with its lab's mark; one that could not be marked is removed again.
+func addNamespace(ctx context.Context, ns, mark string) error {
+	if err := ipCmd(ctx, "netns", "add", ns); err != nil {
+		return err
+	}
+	if err := markNamespace(ctx, ns, mark); err != nil {
+		ipCmd(context.Background(), "netns", "del", ns)
+		return err
+	}
+	return nil
+}
+
 func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.Node) error {
 	client := lab.ClientName(cfg.Name)
 	port := fmt.Sprintf("veth-node%d", i)
+	if err := addNamespace(ctx, n.Name, labMark(p.Store, cfg.Name)); err != nil {
+		return err
+	}
 	cmds := [][]string{
-		{"netns", "add", n.Name},
 		{"-n", n.Name, "link", "set", "lo", "up"},
 		{"-n", client, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
 		{"-n", client, "link", "set", port, "master", "br0", "up"},
@@ -352,34 +374,60 @@ func bridgeMAC(addr netip.Addr) string {
 	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3])
 }
 
-// Delete removes a lab: every process in its namespaces, the namespaces (with their veths), and its state.
+// Delete removes a lab: every process in its namespaces, the namespaces (with their veths), and its state. A
+// lab whose state file is lost or unreadable (or whose directory is gone) is found in the kernel by its
+// namespaces' marks and removed all the same; a state file that names another lab is refused.
 func (p *Provider) Delete(ctx context.Context, name string) error {
 	h, err := p.Store.Lock(name)
 	if err != nil {
+		var notFound *lab.NotFoundError
+		if errors.As(err, &notFound) {
+			if own, _ := ownNamespaces(ctx, p.Store, name); len(own) > 0 {
+				st := p.found(name)
+				if err := p.teardown(ctx, st); err != nil {
+					return err
+				}
+				return lab.RemoveKubeconfig(st.Config.Kubeconfig, KubeContext(name))
+			}
+		}
 		return err
 	}
+	defer h.Close()
 	st, err := h.Load()
-	if err != nil {
-		h.Close()
+	switch {
+	case err != nil && !errors.Is(err, state.ErrNoState) && !errors.Is(err, state.ErrCorrupt):
 		return err
+	case err != nil:
+		// What the kernel shows of the lab is what there is to remove.
+		st = p.found(name)
+	case st.Config.Name != name:
+		return fmt.Errorf("lab %s: its state file (%s) describes lab %q, not this one: left alone; remove the file if it is stale, then run down again", name, p.Store.StatePath(name), st.Config.Name)
 	}
 	if err := p.teardown(ctx, st); err != nil {
-		h.Close()
 		return err
 	}
 	if st.Config.Kubeconfig != "" {
 		if err := lab.RemoveKubeconfig(st.Config.Kubeconfig, KubeContext(name)); err != nil {
-			h.Close()
 			return fmt.Errorf("removing context %s from %s: %w", KubeContext(name), st.Config.Kubeconfig, err)
 		}
 	}
 	return h.Remove()
 }
 
-// teardown removes what a lab is made of: its nodes' namespaces first (their agents, with the pods' servers
-// and the control plane), then its pods' namespaces, the client's, and the lab's bpf filesystem. It removes only
-// names the lab's own rules give (the state file says which nodes there were, but a name in it that is not one
-// of this lab's is refused, not removed).
+// found is what the kernel and the filesystem show of lab name without its state: its bpf filesystem and
+// cgroup where they are (its namespaces teardown finds by their marks), and its context in the default
+// kubeconfig, where `up` puts it unless told otherwise.
+func (p *Provider) found(name string) *state.Lab {
+	st := &state.Lab{Config: lab.Config{Name: name, Kubeconfig: lab.KubeconfigPath("")}}
+	if ok, _ := mountedAs(BPFFSDir(p.Store, name), unix.BPF_FS_MAGIC); ok {
+		st.BPFFS = BPFFSDir(p.Store, name)
+	}
+	if exists(labCgroup(p.Store, name)) {
+		st.Cgroup = labCgroup(p.Store, name)
+	}
+	return st
+}
+
 // keepLogs moves the logs a failed `up`'s error names out of the lab's directory, which the rollback removes,
 // to a private directory of their own, and makes the error name them there.
 func keepLogs(err error, labDir string) error {
@@ -409,32 +457,39 @@ type movedLogsError struct {
 func (e *movedLogsError) Error() string { return strings.ReplaceAll(e.err.Error(), e.from, e.to) }
 func (e *movedLogsError) Unwrap() error { return e.err }
 
+// teardown removes what a lab is made of: its nodes' namespaces first (their inits and agents, the control
+// plane and the proxies), then its pods' namespaces, the client's, and the lab's bpf filesystem. It removes
+// only namespaces that bear the lab's mark, whether or not its state lists them (a namespace its state lists
+// without the mark is refused, not removed).
 func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 	var errs []error
 	name := st.Config.Name
-	own := map[string]bool{lab.ClientName(name): true}
-	for _, n := range lab.NodeNames(name, st.Config.Workers) {
-		own[n] = true
+	own, err := ownNamespaces(ctx, p.Store, name)
+	if err != nil {
+		return err
 	}
-	var client []string
-	for i := len(st.Namespaces) - 1; i >= 0; i-- {
-		ns := st.Namespaces[i]
-		switch {
-		case !own[ns]:
-			errs = append(errs, fmt.Errorf("lab %s: its state names namespace %q, which is not one of the lab's: left alone", name, ns))
-		case ns == lab.ClientName(name):
-			client = append(client, ns)
-		default:
-			if err := removeNamespace(ctx, ns); err != nil {
-				errs = append(errs, err)
-			}
+	marked := map[string]bool{}
+	for _, ns := range own {
+		marked[ns] = true
+	}
+	for _, ns := range st.Namespaces {
+		if nsExists(ns) && !marked[ns] {
+			errs = append(errs, fmt.Errorf("lab %s: its state names namespace %q, which does not bear the lab's mark: left alone", name, ns))
 		}
 	}
-	pods, err := podNamespaces(name)
-	if err != nil {
-		errs = append(errs, err)
+	pod := podNamespacePattern(name)
+	var nodes, pods, client []string
+	for _, ns := range own {
+		switch {
+		case ns == lab.ClientName(name):
+			client = append(client, ns)
+		case pod.MatchString(ns):
+			pods = append(pods, ns)
+		default:
+			nodes = append(nodes, ns)
+		}
 	}
-	for _, ns := range append(pods, client...) {
+	for _, ns := range slices.Concat(nodes, pods, client) {
 		if err := removeNamespace(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
@@ -458,7 +513,21 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 	return errors.Join(errs...)
 }
 
-func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Store.List() }
+// List names the labs in the store, and those the kernel holds without one (their state lost: `down` removes
+// them).
+func (p *Provider) List(ctx context.Context) ([]string, error) {
+	names, err := p.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range KernelLabs(ctx, p.Store) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
 
 func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) {
 	st, err := p.Store.View(name)

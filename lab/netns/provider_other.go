@@ -23,6 +23,9 @@ func New() (lab.Provider, error) { return nil, errNeedsLinux }
 // RunKubeProxy says the provider needs Linux.
 func RunKubeProxy(context.Context, []string) error { return errNeedsLinux }
 
+// KernelLabs finds no lab: there are no network namespaces here.
+func KernelLabs(context.Context, state.Store) []string { return nil }
+
 // RunNodeInit says the provider needs Linux.
 func RunNodeInit(context.Context, state.Store, string, string, string, int) error {
 	return errNeedsLinux

@@ -146,7 +146,14 @@ func LabName(ctx context.Context, name string, set bool) (string, error) {
 
 // netnsLabs and kindLabs list each provider's labs; tests replace them.
 var (
-	netnsLabs = func() ([]string, error) { return state.Default().List() }
+	netnsLabs = func() ([]string, error) {
+		names, err := state.Default().List()
+		if err != nil {
+			return nil, err
+		}
+		// And those whose state is gone, which only the kernel still shows (down removes them).
+		return append(names, netns.KernelLabs(context.Background(), state.Default())...), nil
+	}
 	kindLabs  = func(ctx context.Context) ([]string, error) {
 		k, err := kind.New(installCilium)
 		if err != nil {
@@ -192,7 +199,7 @@ func ForLab(name string) (lab.Provider, error) {
 	}
 	// A store this user may not read (root's) may still leave a kind cluster of that name, which needs no root.
 	var denied error
-	if _, err := state.Default().View(name); err == nil {
+	if _, err := state.Default().View(name); err == nil || errors.Is(err, state.ErrNoState) || errors.Is(err, state.ErrCorrupt) {
 		return netns.New()
 	} else if errors.Is(err, fs.ErrPermission) {
 		denied = err

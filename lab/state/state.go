@@ -93,6 +93,12 @@ type Handle struct {
 	lock  *os.File
 }
 
+// ErrNoState says a lab's directory has no state file (lost, or a crash before the first save).
+var ErrNoState = errors.New("has no state")
+
+// ErrCorrupt says a lab's state file cannot be read.
+var ErrCorrupt = errors.New("corrupt state")
+
 // ErrExists says a lab of that name already exists.
 var ErrExists = errors.New("already exists")
 
@@ -214,14 +220,14 @@ func (s Store) Read(name string) (*Lab, error) {
 			}
 			return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: s.mustList()}
 		}
-		return &Lab{}, nil
+		return nil, fmt.Errorf("lab %s %w (%s is missing): remove what is left of it with: k8sguide down --name %s", name, ErrNoState, s.StatePath(name), name)
 	}
 	if err != nil {
 		return nil, needsRoot(err, s.StatePath(name))
 	}
 	var l Lab
 	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, s.StatePath(name), err)
+		return nil, fmt.Errorf("lab %s: %w %s (%v): remove what is left of it with: k8sguide down --name %s", name, ErrCorrupt, s.StatePath(name), err, name)
 	}
 	return &l, nil
 }
@@ -246,7 +252,7 @@ func (s Store) cached(name string, decode func(io.Reader) (any, error)) (any, er
 	path := s.StatePath(name)
 	f, err := os.Open(path)
 	if err != nil {
-		// Not there: Read says why (no such lab), or gives the empty state of a lab being made.
+		// Not there: Read says why (no such lab, or a lab without its state).
 		l, err := s.Read(name)
 		if err != nil {
 			return nil, err
@@ -272,7 +278,7 @@ func (s Store) cached(name string, decode func(io.Reader) (any, error)) (any, er
 	}
 	v, err := decode(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
-		return nil, fmt.Errorf("lab %s: corrupt state %s: %w", name, path, err)
+		return nil, fmt.Errorf("lab %s: %w %s (%v): remove what is left of it with: k8sguide down --name %s", name, ErrCorrupt, path, err, name)
 	}
 	if st != nil {
 		views.m[key] = view{id: id, value: v}
