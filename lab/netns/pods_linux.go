@@ -486,7 +486,7 @@ func (w *podWorker) start(ctx context.Context) error {
 		// through cilium_host; its agent makes the endpoint once the pod's status carries the address.
 		hostVeth := "lxc" + hex.EncodeToString(sum[:])[:8]
 		for _, args := range [][]string{
-				{"-n", w.netns, "link", "set", "lo", "up"},
+			{"-n", w.netns, "link", "set", "lo", "up"},
 			{"-n", node, "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", w.netns},
 			{"-n", node, "link", "set", hostVeth, "up"},
 			{"-n", w.netns, "addr", "add", ip.String() + "/32", "dev", "eth0"},

@@ -154,7 +154,7 @@ var (
 		// And those whose state is gone, which only the kernel still shows (down removes them).
 		return append(names, netns.KernelLabs(context.Background(), state.Default())...), nil
 	}
-	kindLabs  = func(ctx context.Context) ([]string, error) {
+	kindLabs = func(ctx context.Context) ([]string, error) {
 		k, err := kind.New(installCilium)
 		if err != nil {
 			return nil, err
