@@ -79,6 +79,13 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if err != nil {
 		return err
 	}
+	if !f.DryRun {
+		// Refused before anything is built: a file that is not a kubeconfig is not overwritten, and a lab
+		// that could not be written to it would be made for nothing.
+		if err := lab.CheckKubeconfig(lab.KubeconfigPath(cfg.Kubeconfig)); err != nil {
+			return err
+		}
+	}
 	if f.DryRun {
 		return providers.DryRun(provider, cfg, f.Output, streams.Out)
 	}
