@@ -1,8 +1,10 @@
 package nftables
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -10,6 +12,15 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
+
+// maxRulesetInput bounds what one exec of FuzzParseRuleset parses (JSON and text together). The real
+// rulesets are 3–72 KB and cost 0.2–3.4 ms an exec (parse and three walks); the fuzzer minimizes every new
+// interesting input by trying it with bytes taken out, one by one and then every span (quadratic in its
+// length), so one input grown from a 20–55 KB seed kept both workers busy for the whole 60 s minimize time
+// and the run stopped at its baseline. A bigger input is passed over at once: it costs nothing, and being
+// all alike to the coverage, none of them is kept or minimized. Whole rulesets are parsed and walked by the
+// unit tests (render_test, text_test, kernel_test, walk_test); here they are seeded in cuts (rulesetCuts).
+const maxRulesetInput = 4 << 10
 
 // FuzzParseRuleset: no input makes the parser or the walk panic (both recover, so a recovered panic is
 // reported here as a failure), and whatever parses can be walked.
@@ -24,7 +35,16 @@ func FuzzParseRuleset(f *testing.F) {
 			f.Fatal(err)
 		}
 		text, _ := os.ReadFile(strings.TrimSuffix(js, ".json") + ".nft")
-		f.Add(data, string(text))
+		if len(data)+len(text) <= maxRulesetInput {
+			f.Add(data, string(text))
+		}
+		cuts, err := rulesetCuts(data, string(text), maxRulesetInput)
+		if err != nil {
+			f.Fatalf("%s: %v", js, err)
+		}
+		for _, c := range cuts {
+			f.Add(c.data, c.text)
+		}
 	}
 	f.Add([]byte(`{"nftables": [{"table": {"family": "ip", "name": "t"}}]}`), "table ip t {\n\tchain c {\n\t\taccept # handle 1\n\t}\n}\n")
 	state := nodeState(f, "nftables-worker")
@@ -37,6 +57,9 @@ func FuzzParseRuleset(f *testing.F) {
 		{"127.0.0.1", "127.0.0.1:30696", netfilter.Origin{FromNode: true}},
 	}
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
+		if len(data)+len(text) > maxRulesetInput {
+			return
+		}
 		rs, err := ParseRuleset(data, text)
 		if err != nil {
 			if strings.Contains(err.Error(), "internal error") {
@@ -286,4 +309,185 @@ func hasChainLoop(rs *Ruleset) bool {
 		}
 	}
 	return false
+}
+
+type rulesetCut struct {
+	data []byte
+	text string
+}
+
+var (
+	nftTarget = regexp.MustCompile(`"(?:jump|goto)": \{"target": "([^"]+)"\}`)
+	nftBlock  = regexp.MustCompile(`^\t([a-z]+(?: [a-z]+)?) (\S+) \{`)
+)
+
+// rulesetCuts cuts a real ruleset (`nft -j list ruleset` and `nft -a list ruleset`) into smaller real ones,
+// each under budget bytes: per table and per base chain, the chains it reaches by jumps, gotos and verdict
+// maps, taken breadth-first while they fit, with the sets and maps their rules name. Every object and every
+// line is the fixture's own, unchanged and in its order; a chain that did not fit is kept without its rules
+// (so the walk finds it empty, as a chain cut short), nothing is made up.
+func rulesetCuts(data []byte, text string, budget int) ([]rulesetCut, error) {
+	var top struct {
+		Nftables []map[string]json.RawMessage `json:"nftables"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, err
+	}
+	type item struct {
+		kind, table, name, chain, hook string
+		raw                            []byte
+	}
+	var items []item
+	for _, obj := range top.Nftables {
+		for kind, raw := range obj {
+			var o struct{ Family, Table, Name, Chain, Hook string }
+			if err := json.Unmarshal(raw, &o); err != nil {
+				return nil, err
+			}
+			it := item{kind: kind, table: o.Family + " " + o.Table, name: o.Name, chain: o.Chain, hook: o.Hook}
+			if kind == "table" {
+				it.table = o.Family + " " + o.Name
+			}
+			it.raw = []byte(`{"` + kind + `": ` + string(raw) + `}`) // as nft wrote it (json.Marshal would compact it)
+			items = append(items, it)
+		}
+	}
+	var cuts []rulesetCut
+	for _, tb := range items {
+		if tb.kind != "table" {
+			continue
+		}
+		for _, base := range items {
+			if base.kind != "chain" || base.table != tb.table || base.hook == "" {
+				continue
+			}
+			keep := map[int]bool{}
+			for i, it := range items {
+				if it.kind == "metainfo" || (it.kind == "table" && it.table == tb.table) {
+					keep[i] = true
+				}
+			}
+			size := func() int {
+				n := 0
+				for i := range keep {
+					n += len(items[i].raw) * 7 / 5 // the text of an object is about 40 % of its JSON: leave it room
+				}
+				return n
+			}
+			// chain adds a chain (its object, and its rules when they fit) and says where its rules go.
+			chain := func(name string, rules bool) []string {
+				var targets []string
+				add := map[int]bool{}
+				for i, it := range items {
+					if it.table != tb.table {
+						continue
+					}
+					if it.kind == "chain" && it.name == name || rules && it.kind == "rule" && it.chain == name {
+						add[i] = true
+					}
+				}
+				for i := range add {
+					if items[i].kind != "rule" {
+						continue
+					}
+					for j, it := range items { // the sets and maps the rule names, and where their verdicts go
+						if it.table == tb.table && it.kind != "rule" && it.kind != "chain" && it.kind != "table" &&
+							(strings.Contains(string(items[i].raw), `"@`+it.name+`"`) || strings.Contains(string(items[i].raw), `": "`+it.name+`"}`)) {
+							add[j] = true
+						}
+					}
+				}
+				for i := range add {
+					if items[i].kind != "chain" {
+						for _, m := range nftTarget.FindAllStringSubmatch(string(items[i].raw), -1) {
+							targets = append(targets, m[1])
+						}
+					}
+				}
+				n := 0
+				for i := range add {
+					if !keep[i] {
+						n += len(items[i].raw) * 7 / 5
+					}
+				}
+				if rules && size()+n > budget {
+					return nil
+				}
+				for i := range add {
+					keep[i] = true
+				}
+				return targets
+			}
+			queue, seen := []string{base.name}, map[string]bool{base.name: true}
+			for len(queue) > 0 {
+				name := queue[0]
+				queue = queue[1:]
+				targets := chain(name, true)
+				if targets == nil {
+					chain(name, false)
+				}
+				for _, t := range targets {
+					if !seen[t] {
+						seen[t] = true
+						queue = append(queue, t)
+					}
+				}
+			}
+			var c rulesetCut
+			var raws []string
+			kept := map[string]bool{} // "table kind name" of the objects kept, for the text
+			for i, it := range items {
+				if keep[i] {
+					raws = append(raws, string(it.raw))
+					if it.kind != "rule" {
+						kept[it.table+" "+it.kind+" "+it.name] = true
+					}
+				}
+			}
+			c.data = []byte(`{"nftables": [` + strings.Join(raws, ", ") + `]}`)
+			c.text = cutText(text, kept)
+			if len(c.data)+len(c.text) <= maxRulesetInput {
+				cuts = append(cuts, c)
+			}
+		}
+	}
+	return cuts, nil
+}
+
+// cutText keeps, of an `nft -a list ruleset` text, the lines of the tables and of the blocks (chains, sets,
+// maps) that kept names ("family table kind name"), unchanged and in their order.
+func cutText(text string, kept map[string]bool) string {
+	var b strings.Builder
+	table, tableKept, in, keepBlock := "", false, false, false
+	for _, line := range strings.SplitAfter(text, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "table" && !strings.HasPrefix(line, "\t"):
+			table, in = f[1]+" "+f[2], false
+			tableKept = kept[table+" table "+f[2]]
+		case table == "":
+			continue
+		case line == "}\n" || line == "}":
+			table = ""
+		case in:
+			in = !(line == "\t}\n" || line == "\t}")
+			if keepBlock {
+				b.WriteString(line)
+			}
+			continue
+		case nftBlock.MatchString(line):
+			m := nftBlock.FindStringSubmatch(line)
+			in, keepBlock = true, kept[table+" "+m[1]+" "+m[2]]
+			if keepBlock {
+				b.WriteString(line)
+			}
+			continue
+		case strings.TrimSpace(line) == "":
+			continue
+		}
+		if tableKept {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
