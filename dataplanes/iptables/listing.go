@@ -36,7 +36,7 @@ func parseListing(text, table string, verbose bool) (*Rules, error) {
 	t := r.table(orNat(table))
 	var c *Chain
 	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024) // grows for a long line; a small start keeps a small parse cheap
 	n := 0
 	for sc.Scan() {
 		n++

@@ -95,7 +95,7 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 	var loose []string // header-less lines, read once their table is known
 	var looseAt []int  // and their line numbers
 	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024) // grows for a long line; a small start keeps a small parse cheap
 	n := 0
 	lastRuleTable := "" // the table of the last rule read (its chain is Table.lastRuled)
 	for sc.Scan() {
