@@ -23,7 +23,7 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench scenarios pictures \
+.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench campaign scenarios pictures \
 	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool cilium-images test-kind random-agreement
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
@@ -216,6 +216,12 @@ pictures:
 RANDOM_CASES ?= 1000
 random-agreement: build
 	K8SGUIDE_RANDOM_CASES=$(RANDOM_CASES) go test -count=1 -timeout 0 -v -run '^TestRandomizedAgreement$$' ./inspect/tracer/
+
+# A campaign as a hostile or clumsy user: every flag of every user command with bad values (empty, negative,
+# huge, a newline, escape sequences, ...) against a running netns lab; each panic, hang, error that is not one
+# line, or control character on the terminal is a defect, and the root namespace must stay as it was (minutes).
+campaign: build
+	K8SGUIDE_CAMPAIGN=1 go test -count=1 -timeout 60m -v -run '^TestCampaign$$' ./lab/netns/
 
 # Figures, not pass/fail: up time per dataplane, deploy+nodeport time, the deploy of 1,000 and 5,000 Services
 # through the apiserver (with the proxy's sync time and the control plane's memory), and snapshot+trace against

@@ -178,6 +178,24 @@ func TestNodeSupervision(t *testing.T) {
 		containers[p.Name] = p.Status.ContainerStatuses[0].ContainerID
 	}
 
+	// A manifest whose third object the apiserver refuses changes nothing (it left the first two applied).
+	bad := manifest(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first}\n---\n"+
+		"apiVersion: v1\nkind: Service\nmetadata: {name: second}\nspec: {selector: {app: web}, ports: [{port: 80}]}\n---\n"+
+		"apiVersion: v1\nkind: Service\nmetadata: {name: third}\nspec: {selector: {app: web}, ports: [{port: 70000}]}\n")
+	if _, err := k8sguide(t, "deploy", "--name", name, bad); err == nil || !strings.Contains(err.Error(), "nothing applied") {
+		t.Errorf("deploy of a manifest the apiserver refuses in part: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "first", metav1.GetOptions{}); err == nil {
+		t.Error("the refused manifest's first object was applied")
+	}
+
+	// The control plane killed: it is started again at once, and a command meanwhile waits for it rather than
+	// failing (or being refused, "User kubernetes-admin cannot ...", by an apiserver that has not read RBAC).
+	if err := syscall.Kill(controlPlanePID(t, name), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	mustK8sguide(t, "scale", "--name", name, "--replicas", "2")
+
 	// The worker's agent killed: every connection to its NodePort is answered while the init starts it again.
 	old := agentPID(t, name, worker)
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
@@ -364,4 +382,31 @@ func TestLostState(t *testing.T) {
 	}
 	mustK8sguide(t, "down")
 	assertNothingLeft(t, b)
+}
+
+// TestFullDisk: a lab's state on a full disk. up waited its whole 5 minutes while etcd panicked "no space left
+// on device" in a loop, and never named the disk; now it refuses at once, names it and leaves nothing.
+func TestFullDisk(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	dir := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(dir, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "k8sguide-test-full", dir).CombinedOutput(); err != nil {
+		t.Skipf("no tmpfs to fill: %v %s", err, out)
+	}
+	defer exec.Command("umount", dir).Run()
+	name := "e2e-full"
+	cmd := exec.Command(e2etest.Binary, "up", "--name", name, "--workers", "0")
+	cmd.Env = append(os.Environ(), "K8SGUIDE_STATE_DIR="+dir)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the disk holding the lab's state ("+filepath.Join(dir, name)+") is full") {
+		t.Errorf("up on a full disk: %v\n%s", err, out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("up on a full disk took %s to fail", took)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("up left %v in the state directory", entries)
+	}
+	assertNothingLeft(t, name)
 }

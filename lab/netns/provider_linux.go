@@ -132,6 +132,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err != nil {
 		return err
 	}
+	// etcd cannot start on a full disk, and would only panic in a loop: say so before anything is made.
+	if d := diskProblem(p.Store.Dir(cfg.Name)); d != "" {
+		h.Remove()
+		return errors.New(d)
+	}
 	for _, ns := range namespaces {
 		if nsExists(ns) {
 			h.Remove()

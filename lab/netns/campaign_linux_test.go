@@ -1,0 +1,209 @@
+package netns_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/k8sguide/k8sguide/internal/e2etest"
+)
+
+// CampaignEnv turns on TestCampaign (make campaign): some 700 runs of the real binary, minutes long.
+const CampaignEnv = "K8SGUIDE_CAMPAIGN"
+
+// TestCampaign tries every flag of every user command with the values a hostile or clumsy user would give
+// (empty, negative, huge, a newline, terminal escape sequences, a path out of the tree, a 5,000-character
+// word), against a running lab, and counts as a defect every run that: panics or prints a stack; hangs (90 s);
+// fails without one "ERROR: " line last, or succeeds with one; lets a control character from its input reach
+// the terminal. At the end nothing but the lab may be left in the kernel, and the root namespace's rules,
+// routes and forwarding sysctl must be as they were.
+func TestCampaign(t *testing.T) {
+	if os.Getenv(CampaignEnv) == "" {
+		t.Skipf("a campaign of some 700 runs: set %s=1 (make campaign)", CampaignEnv)
+	}
+	needRoot(t, "iptables-restore")
+	name := "cmp"
+	upLab(t, name)
+	mustK8sguide(t, "deploy", "--name", name)
+	mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	port := nodePortOf(t, name, "web")
+	dst := "172.18.0.3:" + port
+	root := rootNamespace(t)
+
+	// What each command is run with besides the flag under test: enough to reach its work.
+	base := map[string][]string{
+		"up":              {"up", "--name", "cmpup", "--workers", "0"},
+		"get":             {"get", "pods", "--name", name},
+		"deploy":          {"deploy", "--name", name},
+		"scale":           {"scale", "--name", name, "--replicas", "3"},
+		"connect":         {"connect", dst, "--name", name},
+		"nodeport":        {"nodeport", "--name", name, "--check", "2"},
+		"node-ip":         {"node-ip", "--name", name},
+		"exec":            {"exec", "--name", name, name + "-worker", "--", "true"},
+		"snapshot":        {"snapshot", "--name", name, "--node", name + "-worker", "-o", os.DevNull},
+		"trace":           {"trace", "--name", name, "--dst", dst},
+		"compare":         {"compare", "--name", name, "--dst", dst},
+		"lb list":         {"lb", "list", "--name", name},
+		"scenario show":   {"scenario", "show", "web"},
+		"scenario list":   {"scenario", "list"},
+		"scenario schema": {"scenario", "schema"},
+	}
+	hostile := map[string][]string{
+		"string": {"", "nosuch", "a\nb", "\x1b]0;pwned\x07\x1b[31mred", strings.Repeat("a", 5000), "../../../../etc/passwd", "-1"},
+		"int":    {"-1", "0", "99999999999999", "x", "1e9"},
+		"bool":   {"maybe"},
+		"slice":  {",", "a,,b", "\x1b[2J"},
+	}
+	cmds := map[string][]campaignFlag{}
+	for key := range base {
+		out, err := exec.Command(e2etest.Binary, append(strings.Fields(key), "--help")...).Output()
+		if err != nil {
+			t.Fatalf("%s --help: %v", key, err)
+		}
+		cmds[key] = helpFlags(string(out))
+	}
+	cases, defects := 0, 0
+	defect := func(args []string, format string, a ...any) {
+		defects++
+		t.Errorf("k8sguide %q: %s", args, fmt.Sprintf(format, a...))
+	}
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for k := range base {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, f := range cmds[key] {
+			if f.name == "help" || f.name == "kubeconfig" && key == "up" {
+				continue // help prints help; up's --kubeconfig writes files, tried in TestMergeKubeconfig*
+			}
+			for _, v := range hostile[f.kind] {
+				args := append(slices.Clone(base[key]), "--"+f.name+"="+v)
+				cases++
+				stdout, stderr, code, took := runCampaign(args)
+				out := stdout + stderr
+				switch {
+				case took >= campaignLimit:
+					defect(args, "still running after %s", campaignLimit)
+				case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine "):
+					defect(args, "a panic or stack:\n%s", out)
+				case code != 0 && !lastLineIsError(stderr):
+					defect(args, "exit %d without one ERROR line last:\n%s", code, stderr)
+				case code == 0 && strings.Contains(stderr, "ERROR"):
+					defect(args, "exit 0 with an error:\n%s", stderr)
+				case strings.ContainsAny(out, "\x1b\x07\r"):
+					defect(args, "a control character reached the terminal: %q", out)
+				}
+				if key == "up" {
+					e2etest.K8sguide(t, "down", "--name", "cmpup")
+				}
+			}
+		}
+	}
+	if after := rootNamespace(t); after != root {
+		defects++
+		t.Errorf("the root namespace's rules, routes or forwarding changed during the campaign")
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "cmpup") {
+			defects++
+			t.Errorf("namespace %s is left behind", f[0])
+		}
+	}
+	t.Logf("campaign: %d cases, %d defects", cases, defects)
+}
+
+const campaignLimit = 90 * time.Second
+
+// campaignFlag is a flag as a command's help lists it, and the kind of value it takes.
+type campaignFlag struct{ name, kind string }
+
+// helpFlags reads a command's flags from its help ("  -o, --output string   ..."; a flag without a type word
+// is a bool).
+func helpFlags(help string) []campaignFlag {
+	var flags []campaignFlag
+	for _, l := range strings.Split(help, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || strings.HasPrefix(f[0], "-") && len(f[0]) == 3 && len(f) > 1 { // "-o," first
+			f = f[1:]
+		}
+		if len(f) == 0 || !strings.HasPrefix(f[0], "--") || strings.Contains(l, "Global Flags") {
+			continue
+		}
+		name, kind := strings.TrimPrefix(f[0], "--"), "bool"
+		if len(f) > 1 {
+			switch f[1] {
+			case "string":
+				kind = "string"
+			case "int", "int32", "int64", "uint", "duration", "float", "float64":
+				kind = "int"
+			case "strings", "ints", "stringArray":
+				kind = "slice"
+			default:
+				if strings.ToUpper(f[1]) == f[1] && strings.ToLower(f[1]) != f[1] {
+					kind = "string" // a named value: "--snapshot FILE"
+				}
+			}
+		}
+		if name == "version" {
+			continue // the global --version
+		}
+		flags = append(flags, campaignFlag{name, kind})
+	}
+	return flags
+}
+
+func runCampaign(args []string) (stdout, stderr string, code int, took time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), campaignLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e2etest.Binary, args...)
+	cmd.Env = append(os.Environ(), "COLUMNS=100")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &o, &e, strings.NewReader("")
+	start := time.Now()
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code == 0 {
+		code = -1
+	}
+	return o.String(), e.String(), code, time.Since(start)
+}
+
+// lastLineIsError: a failed command's last line of stderr is its one ERROR line, and no other line is one.
+func lastLineIsError(stderr string) bool {
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if !strings.HasPrefix(lines[len(lines)-1], "ERROR: ") {
+		return false
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if strings.HasPrefix(l, "ERROR") {
+			return false
+		}
+	}
+	return true
+}
+
+// rootNamespace digests what the tool must never change in the root namespace: its iptables and nftables
+// rules, its routes and its forwarding sysctl.
+func rootNamespace(t *testing.T) string {
+	h := sha256.New()
+	for _, argv := range [][]string{{"iptables-save"}, {"nft", "list", "ruleset"}, {"ip", "route", "show", "table", "all"}, {"sysctl", "net.ipv4.ip_forward"}} {
+		out, _ := exec.Command(argv[0], argv[1:]...).Output()
+		// iptables-save's comments carry the time it ran.
+		for _, l := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				h.Write([]byte(l + "\n"))
+			}
+		}
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
