@@ -16,7 +16,7 @@ func Visible(s string) string {
 	clean := true
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || unicode.IsControl(r) {
+		if r == utf8.RuneError && n == 1 || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			clean = false
 			break
 		}
@@ -39,7 +39,7 @@ func Visible(s string) string {
 			b.WriteString(`\r`)
 		case r < 0x80 && unicode.IsControl(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r):
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029': // the last two: line breaks to some terminals
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+n])

@@ -10,11 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/scenario"
 
@@ -37,6 +34,7 @@ import (
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/snapshot"
 	tracecmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/trace"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/up"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -187,21 +185,4 @@ func interrupted(err error) string {
 // oneLine makes msg one line of plain text whatever it holds: leading and trailing space trimmed, and every
 // control character (a newline in a lab or pod name, an escape sequence from a pasted dump) and invalid byte
 // written as its Go escape, visibly.
-func oneLine(msg string) string {
-	msg = strings.TrimSpace(msg)
-	var b strings.Builder
-	for i := 0; i < len(msg); {
-		r, size := utf8.DecodeRuneInString(msg[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, msg[i])
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteString(msg[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func oneLine(msg string) string { return render.Visible(strings.TrimSpace(msg)) }
