@@ -36,6 +36,7 @@ func TestCampaign(t *testing.T) {
 	port := nodePortOf(t, name, "web")
 	dst := "172.18.0.3:" + port
 	root := rootNamespace(t)
+	namespacesBefore := netnsList(t)
 
 	// What each command is run with besides the flag under test: enough to reach its work.
 	base := map[string][]string{
@@ -103,7 +104,11 @@ func TestCampaign(t *testing.T) {
 					defect(args, "a control character reached the terminal: %q", out)
 				}
 				if key == "up" {
+					// Whatever lab the case made (a --name it was given, too) goes before the next case.
 					e2etest.K8sguide(t, "down", "--name", "cmpup")
+					if f.name == "name" && !strings.ContainsAny(v, "\n\x1b") && v != "" {
+						e2etest.K8sguide(t, "down", "--name", v)
+					}
 				}
 			}
 		}
@@ -112,11 +117,10 @@ func TestCampaign(t *testing.T) {
 		defects++
 		t.Errorf("the root namespace's rules, routes or forwarding changed during the campaign")
 	}
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "cmpup") {
+	for _, ns := range netnsList(t) {
+		if !slices.Contains(namespacesBefore, ns) && !strings.HasPrefix(ns, name+"-pod-") {
 			defects++
-			t.Errorf("namespace %s is left behind", f[0])
+			t.Errorf("namespace %s is left behind", ns)
 		}
 	}
 	t.Logf("campaign: %d cases, %d defects", cases, defects)
@@ -133,7 +137,7 @@ func helpFlags(help string) []campaignFlag {
 	var flags []campaignFlag
 	for _, l := range strings.Split(help, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 0 || strings.HasPrefix(f[0], "-") && len(f[0]) == 3 && len(f) > 1 { // "-o," first
+		if len(f) > 1 && strings.HasPrefix(f[0], "-") && len(f[0]) == 3 { // "-o, --output"
 			f = f[1:]
 		}
 		if len(f) == 0 || !strings.HasPrefix(f[0], "--") || strings.Contains(l, "Global Flags") {
@@ -176,6 +180,21 @@ func runCampaign(args []string) (stdout, stderr string, code int, took time.Dura
 		code = -1
 	}
 	return o.String(), e.String(), code, time.Since(start)
+}
+
+// netnsList names the network namespaces there are.
+func netnsList(t *testing.T) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
 }
 
 // lastLineIsError: a failed command's last line of stderr is its one ERROR line, and no other line is one.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
@@ -56,7 +57,8 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err := os.WriteFile(f.Output, data, 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.Err, "Snapshot of %s written to %s\n", f.Node, f.Output)
+			// The path is the user's, as typed: shown, never acted on by the terminal.
+			fmt.Fprintf(streams.Err, "Snapshot of %s written to %s\n", f.Node, render.Visible(f.Output))
 			return nil
 		},
 	}
