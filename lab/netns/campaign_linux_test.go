@@ -19,8 +19,8 @@ import (
 const CampaignEnv = "K8SGUIDE_CAMPAIGN"
 
 // TestCampaign tries every flag of every user command with the values a hostile or clumsy user would give
-// (empty, negative, huge, a newline, terminal escape sequences, a path out of the tree, a 5,000-character
-// word), against a running lab, and counts as a defect every run that: panics or prints a stack; hangs (90 s);
+// (empty, negative, huge, a newline, terminal escape sequences, a path that does not exist, a 5,000-character
+// word), each in a directory of its own, against a running lab, and counts as a defect every run that: panics or prints a stack; hangs (90 s);
 // fails without one "ERROR: " line last, or succeeds with one; lets a control character from its input reach
 // the terminal. At the end nothing but the lab may be left in the kernel, and the root namespace's rules,
 // routes and forwarding sysctl must be as they were.
@@ -57,7 +57,9 @@ func TestCampaign(t *testing.T) {
 		"scenario schema": {"scenario", "schema"},
 	}
 	hostile := map[string][]string{
-		"string": {"", "nosuch", "a\nb", "\x1b]0;pwned\x07\x1b[31mred", strings.Repeat("a", 5000), "../../../../etc/passwd", "-1"},
+		// No value names a real path out of the case's own directory: a command that writes where it is told
+		// (snapshot -o) would write there (one run of this campaign overwrote /etc/passwd with a snapshot).
+		"string": {"", "nosuch", "a\nb", "\x1b]0;pwned\x07\x1b[31mred", strings.Repeat("a", 5000), "/nonexistent/dir/file", "-1"},
 		"int":    {"-1", "0", "99999999999999", "x", "1e9"},
 		"bool":   {"maybe"},
 		"slice":  {",", "a,,b", "\x1b[2J"},
@@ -89,7 +91,7 @@ func TestCampaign(t *testing.T) {
 			for _, v := range hostile[f.kind] {
 				args := append(slices.Clone(base[key]), "--"+f.name+"="+v)
 				cases++
-				stdout, stderr, code, took := runCampaign(args)
+				stdout, stderr, code, took := runCampaign(t.TempDir(), args)
 				out := stdout + stderr
 				switch {
 				case took >= campaignLimit:
@@ -166,10 +168,12 @@ func helpFlags(help string) []campaignFlag {
 	return flags
 }
 
-func runCampaign(args []string) (stdout, stderr string, code int, took time.Duration) {
+// runCampaign runs one case in dir, where whatever files it makes under relative names land.
+func runCampaign(dir string, args []string) (stdout, stderr string, code int, took time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), campaignLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e2etest.Binary, args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "COLUMNS=100")
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &o, &e, strings.NewReader("")
