@@ -194,7 +194,7 @@ func supervise(ctx context.Context, store state.Store, labName, what string, arg
 		}
 		at := time.Now().Add(d)
 		status = procStatus{Restarts: status.Restarts + 1, LastExit: fmt.Sprint(err), LastLog: lastLogLine(logPath), RestartAt: &at}
-		writeProcStatus(recordPath, status)
+		writeJSON(procStatusPath(recordPath), status)
 		logger.Error(err, "exited; starting it again", "after", d)
 		select {
 		case <-ctx.Done():
@@ -267,15 +267,7 @@ func controlPlaneRecord(store state.Store, labName string) string {
 
 // writeProxyManifest hands a node's agent its proxy's command line.
 func writeProxyManifest(store state.Store, labName, node string, argv []string) error {
-	data, err := json.Marshal(argv)
-	if err != nil {
-		return err
-	}
-	path := proxyManifest(store, labName, node)
-	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return writeJSON(proxyManifest(store, labName, node), argv)
 }
 
 // runProxy waits for the node's proxy manifest and then keeps the proxy running, as the kubelet keeps the

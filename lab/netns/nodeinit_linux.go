@@ -2,7 +2,6 @@ package netns
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -40,17 +39,9 @@ func initStatusPath(store state.Store, labName, node string) string {
 	return filepath.Join(store.Dir(labName), "init-"+node+".json")
 }
 
-func writeInitStatus(path string, s initStatus) {
-	data, _ := json.Marshal(s)
-	if os.WriteFile(path+".tmp", data, 0o600) == nil {
-		os.Rename(path+".tmp", path)
-	}
-}
-
 func readInitStatus(store state.Store, labName, node string) (initStatus, bool) {
 	var s initStatus
-	data, err := os.ReadFile(initStatusPath(store, labName, node))
-	return s, err == nil && json.Unmarshal(data, &s) == nil
+	return s, readJSON(initStatusPath(store, labName, node), &s)
 }
 
 // RunNodeInit is `internal node-init`: it runs the node's agent until ctx ends (SIGTERM), then stops it.
@@ -87,7 +78,7 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 		}
 		began := time.Now()
 		status.AgentPID, status.RestartAt = pid, nil
-		writeInitStatus(statusPath, status)
+		writeJSON(statusPath, status)
 		logger.Info("agent started", "pid", pid)
 		var how string
 	wait:
@@ -115,7 +106,7 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 		d := backoff.delay(time.Since(began))
 		at := time.Now().Add(d)
 		status.AgentPID, status.Restarts, status.LastExit, status.RestartAt = 0, status.Restarts+1, how, &at
-		writeInitStatus(statusPath, status)
+		writeJSON(statusPath, status)
 		logger.Info("agent exited; starting it again", "how", how, "after", d)
 		timer := time.NewTimer(d)
 	sleep:

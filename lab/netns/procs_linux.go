@@ -72,11 +72,17 @@ func writeProcRecord(path string, pid int, ip string) error {
 	if rec.Start == 0 {
 		return fmt.Errorf("process %d is gone", pid)
 	}
-	data, err := json.Marshal(rec)
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	return writeJSON(path, rec)
+}
+
+// writeJSON writes v as JSON to path through a temporary file renamed into place: a reader (another process
+// of the lab) sees the old file or the new one, never half of one.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
@@ -85,12 +91,17 @@ func writeProcRecord(path string, pid int, ip string) error {
 	return os.Rename(path+".tmp", path)
 }
 
+// readJSON reads what writeJSON wrote into v, and says whether there was such a file, whole.
+func readJSON(path string, v any) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(data, v) == nil
+}
+
 // liveRecord reads a record and says whether the process it names still runs (the same process: its start time
 // matches, and it is not a zombie).
 func liveRecord(path string) (procRecord, bool) {
 	var rec procRecord
-	data, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(data, &rec) != nil || rec.PID <= 0 {
+	if !readJSON(path, &rec) || rec.PID <= 0 {
 		return procRecord{}, false
 	}
 	return rec, startTime(rec.PID) == rec.Start && processAlive(rec.PID)
@@ -117,17 +128,9 @@ func procStatusPath(recordPath string) string {
 	return strings.TrimSuffix(recordPath, ".json") + ".status"
 }
 
-func writeProcStatus(recordPath string, s procStatus) {
-	data, _ := json.Marshal(s)
-	if os.WriteFile(procStatusPath(recordPath)+".tmp", data, 0o600) == nil {
-		os.Rename(procStatusPath(recordPath)+".tmp", procStatusPath(recordPath))
-	}
-}
-
 func readProcStatus(recordPath string) (procStatus, bool) {
 	var s procStatus
-	data, err := os.ReadFile(procStatusPath(recordPath))
-	return s, err == nil && json.Unmarshal(data, &s) == nil
+	return s, readJSON(procStatusPath(recordPath), &s)
 }
 
 // diskFree is the space left, in bytes, on the filesystem holding dir (-1: unknown).
