@@ -123,11 +123,11 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:] + " x")[0]) {
 			declaresBuiltin = true
 		}
-		isRule, err := r.saveLine(table, line)
+		ruled, err := r.saveLine(table, line)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		if isRule {
+		if ruled != "" {
 			lastRuleTable = table
 		}
 	}
@@ -149,13 +149,13 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 		}
 		lastChain := ""
 		for i, line := range loose {
-			isRule, err := r.saveLine(t, line)
+			ruled, err := r.saveLine(t, line)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", looseAt[i], err)
 			}
-			if isRule {
-				f, _ := Split(line)
-				lastChain = f[1]
+			if ruled != "" {
+				lastChain = ruled // as saveLine read it: after the counters, unquoted (splitting the line again
+				// with its "[p:b]" counters in front broke on a quote in them: FuzzParse's e0f62412ce28b547)
 			}
 		}
 		// `iptables -S` prints every chain's -N first, then their rules chain by chain in the same order, and
@@ -210,32 +210,32 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 }
 
 // saveLine reads one line of a table: a chain declaration, a rule (-A, -I), or `iptables -S` / restore
-// commands (-P, -N, -X, -F). isRule says whether it added a rule.
-func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
+// commands (-P, -N, -X, -F). ruled is the chain it added a rule to, if it did.
+func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 	t := r.table(table)
 	if dataplanes.Elision(line) {
 		t.elided, t.afterElision = true, line
 		if c, ok := t.Chains[t.lastRuled]; ok {
 			c.Rules = append(c.Rules, &Rule{Text: line, Elided: true})
 		}
-		return false, nil
+		return "", nil
 	}
 	if strings.HasPrefix(line, ":") {
 		f := strings.Fields(line[1:])
 		if len(f) == 0 {
-			return false, fmt.Errorf("empty chain declaration")
+			return "", fmt.Errorf("empty chain declaration")
 		}
 		c := t.chain(f[0])
 		if len(f) > 1 && f[1] != "-" {
 			c.Policy = f[1]
 		}
-		return false, nil
+		return "", nil
 	}
 	var pk, by uint64
 	if strings.HasPrefix(line, "[") {
 		end := strings.IndexByte(line, ']')
 		if end < 0 {
-			return false, fmt.Errorf("unterminated counters")
+			return "", fmt.Errorf("unterminated counters")
 		}
 		a, b, _ := strings.Cut(line[1:end], ":")
 		pk, _ = strconv.ParseUint(a, 10, 64)
@@ -244,10 +244,10 @@ func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 	}
 	words, err := Split(line)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if len(words) < 2 {
-		return false, fmt.Errorf("not an iptables-save line: %q", truncate(line))
+		return "", fmt.Errorf("not an iptables-save line: %q", truncate(line))
 	}
 	switch words[0] {
 	case "-A", "--append":
@@ -259,7 +259,7 @@ func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 		t.afterElision = ""
 		c.Rules = append(c.Rules, &Rule{Text: line, Args: words[2:], Packets: pk, Bytes: by})
 		t.lastRuled = c.Name
-		return true, nil
+		return c.Name, nil
 	case "-I", "--insert":
 		// -I CHAIN [N] rule: N is 1-based, 1 when left out.
 		c := t.chain(words[1])
@@ -271,29 +271,29 @@ func (r *Rules) saveLine(table, line string) (isRule bool, err error) {
 		}
 		c.Rules = slices.Insert(c.Rules, at, &Rule{Text: line, Args: args, Packets: pk, Bytes: by})
 		t.lastRuled = c.Name
-		return true, nil
+		return c.Name, nil
 	case "-P", "--policy":
 		if len(words) < 3 {
-			return false, fmt.Errorf("policy without a verdict: %q", truncate(line))
+			return "", fmt.Errorf("policy without a verdict: %q", truncate(line))
 		}
 		t.chain(words[1]).Policy = words[2]
-		return false, nil
+		return "", nil
 	case "-N", "--new-chain":
 		t.chain(words[1])
-		return false, nil
+		return "", nil
 	case "-F", "--flush":
 		if c, ok := t.Chains[words[1]]; ok {
 			c.Rules = nil
 		}
-		return false, nil
+		return "", nil
 	case "-X", "--delete-chain":
 		if c, ok := t.Chains[words[1]]; ok && len(c.Rules) == 0 && !builtin(table, c.Name) {
 			delete(t.Chains, c.Name)
 			t.Order = slices.DeleteFunc(t.Order, func(n string) bool { return n == c.Name })
 		}
-		return false, nil
+		return "", nil
 	}
-	return false, fmt.Errorf("not an iptables-save line: %q", truncate(line))
+	return "", fmt.Errorf("not an iptables-save line: %q", truncate(line))
 }
 
 // jumpsFromBuiltin says whether any built-in chain of the nat table has a rule.
