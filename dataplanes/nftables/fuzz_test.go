@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,12 @@ import (
 // all alike to the coverage, none of them is kept or minimized. Whole rulesets are parsed and walked by the
 // unit tests (render_test, text_test, kernel_test, walk_test); here they are seeded in cuts (rulesetCuts).
 const maxRulesetInput = 4 << 10
+
+// maxTextInput bounds one exec of FuzzParseText and FuzzTransaction, for the same reason: seeded with the
+// whole 4–17 KB fixtures, both workers spent the run minimizing two inputs grown from them (fuzzdebug: one
+// still minimizing when the 40 s run ended) and the run stalled at 0 execs/s from its 12th second. The
+// fixtures are seeded in cuts under this size (textCuts, transactionCuts); the unit tests parse them whole.
+const maxTextInput = 2 << 10
 
 // FuzzParseRuleset: no input makes the parser or the walk panic (both recover, so a recovered panic is
 // reported here as a failure), and whatever parses can be walked.
@@ -100,17 +107,13 @@ func FuzzParseText(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(string(text))
+		for _, c := range textCuts(string(text), maxTextInput) {
+			f.Add(c)
+			f.Add(c[:len(c)*2/3]) // a paste cut off: inside a rule, a chain, a set's elements
+		}
 	}
 	f.Add("table ip t {\n\tchain c {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\tip daddr . tcp dport vmap { 1.1.1.1 . 80 : goto d }\n\t}\n\tchain d {\n\t\tdnat to 10.0.0.1:80\n\t}\n}\n")
 	f.Add("table ip t {\n\tset s {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.0.0.0/8, 1.1.1.1-1.1.1.9 }\n\t}\n}\n")
-	// Pastes cut off: inside a rule, a chain, a set's elements; starting inside a table.
-	for _, name := range files {
-		text, _ := os.ReadFile(name)
-		for _, frac := range []int{3, 2} {
-			f.Add(string(text[:len(text)/frac]))
-		}
-	}
 	f.Add("\tchain c {\n\t\tip daddr 1.1.1.1 jump d\n\t}\n}\n")
 	state := nodeState(f, "nftables-worker")
 	flows := []fuzzFlow{
@@ -118,6 +121,9 @@ func FuzzParseText(f *testing.F) {
 		{"10.244.1.2", "10.96.227.102:80", netfilter.Origin{Iif: "cni0"}},
 	}
 	f.Fuzz(func(t *testing.T, text string) {
+		if len(text) > maxTextInput {
+			return
+		}
 		rs, err := ParseText(text)
 		if err != nil {
 			if strings.Contains(err.Error(), "internal error") {
@@ -196,8 +202,10 @@ func FuzzTransaction(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(string(tx))
-	f.Add(string(tx[:len(tx)/2]))
+	for _, c := range transactionCuts(string(tx), maxTextInput) {
+		f.Add(c)
+		f.Add(c[:len(c)/2])
+	}
 	for _, s := range []string{
 		"add table ip t\nadd chain ip t c { type nat hook prerouting priority -100 ; }\nadd rule ip t c ip daddr 10.0.0.1 dnat to 10.0.0.2:80\n",
 		"add table ip t\nadd chain ip t c\nadd rule ip t c accept\ninsert rule ip t c index 0 drop\ndelete rule ip t c handle 3\nflush chain ip t c\ndelete chain ip t c\n",
@@ -213,6 +221,9 @@ func FuzzTransaction(f *testing.F) {
 		{"10.244.1.2", "10.96.227.102:80", netfilter.Origin{FromNode: true}},
 	}
 	f.Fuzz(func(t *testing.T, text string) {
+		if len(text) > maxTextInput {
+			return
+		}
 		if _, _, err := (Engine{}).Sniff([]byte(text)); err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatal(err)
 		}
@@ -251,7 +262,8 @@ func FuzzTransaction(f *testing.F) {
 	})
 }
 
-// hasChainLoop says whether a chain of rs can reach itself by jumps and gotos (of rules and verdict maps).
+// hasChainLoop says whether a chain of rs can reach itself by jumps and gotos (of rules and verdict maps),
+// written apart from checkLoops as the fuzz test's second opinion.
 func hasChainLoop(rs *Ruleset) bool {
 	for _, tb := range rs.Tables {
 		targets := map[string][]string{}
@@ -280,7 +292,9 @@ func hasChainLoop(rs *Ruleset) bool {
 					if s.Target != "" && s.Kind == SVerdict {
 						targets[c.Name] = append(targets[c.Name], s.Target)
 					}
-					verdicts(c.Name, s.Right)
+					if s.Kind == SVmap { // only a vmap statement jumps: a verdict in a match's map is data
+						verdicts(c.Name, s.Right)
+					}
 				}
 			}
 		}
@@ -490,4 +504,91 @@ func cutText(text string, kept map[string]bool) string {
 		}
 	}
 	return b.String()
+}
+
+// textCuts cuts an `nft list ruleset` text into smaller real ones, each under budget bytes where a block
+// allows: per table, its blocks (chains, sets, maps: from their `\tKIND NAME {` line to their `\t}`) packed
+// in order, each cut wrapped in its table's first and last lines. Every line is the fixture's own,
+// unchanged and in its order; a chain a cut jumps to but does not hold is missing, as in a partial paste.
+func textCuts(text string, budget int) []string {
+	var out []string
+	var head, cur string
+	var block string
+	flush := func() {
+		if cur != "" {
+			out = append(out, head+cur+"}\n")
+			cur = ""
+		}
+	}
+	for _, line := range strings.SplitAfter(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "table "):
+			head, cur, block = line, "", ""
+		case head == "":
+		case line == "}\n" || line == "}":
+			flush()
+			head = ""
+		default:
+			block += line
+			if strings.HasPrefix(line, "\t}") || !strings.HasPrefix(line, "\t\t") && !strings.HasSuffix(line, "{\n") {
+				if cur != "" && len(head)+len(cur)+len(block)+2 > budget {
+					flush()
+				}
+				if len(head)+len(block)+2 <= budget {
+					cur += block
+				}
+				block = ""
+			}
+		}
+	}
+	return out
+}
+
+var txName = regexp.MustCompile(`^add (?:chain|map|set) \S+ \S+ (\S+)`)
+
+// transactionCuts cuts an `nft -f` transaction (as kube-proxy writes it) into smaller real ones, each under
+// budget bytes: its lines that are not declarations packed in order, each cut after the `add table` lines and
+// the declarations (chains, sets, maps) its lines name. Every line is the transaction's own, in its order.
+func transactionCuts(tx string, budget int) []string {
+	lines := strings.SplitAfter(tx, "\n")
+	var tables []string
+	decl := map[string]string{}
+	var rest []string
+	for _, l := range lines {
+		switch m := txName.FindStringSubmatch(l); {
+		case strings.HasPrefix(l, "add table "):
+			tables = append(tables, l)
+		case m != nil:
+			decl[m[1]] = l
+		default:
+			rest = append(rest, l)
+		}
+	}
+	build := func(part []string) string {
+		out := strings.Join(tables, "")
+		for _, l := range lines { // the declarations this part names, in the transaction's order
+			if m := txName.FindStringSubmatch(l); m != nil {
+				for _, p := range part {
+					if slices.Contains(strings.Fields(p), m[1]) || strings.Contains(p, "@"+m[1]) {
+						out += l
+						break
+					}
+				}
+			}
+		}
+		return out + strings.Join(part, "")
+	}
+	var out []string
+	var part []string
+	for _, l := range rest {
+		if len(part) > 0 && len(build(append(slices.Clone(part), l))) > budget {
+			out = append(out, build(part))
+			part = nil
+		}
+		part = append(part, l)
+	}
+	if len(part) > 0 {
+		out = append(out, build(part))
+	}
+	return out
 }
