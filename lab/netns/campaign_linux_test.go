@@ -96,7 +96,7 @@ func TestCampaign(t *testing.T) {
 				switch {
 				case took >= campaignLimit:
 					defect(args, "still running after %s", campaignLimit)
-				case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine "):
+				case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") || strings.Contains(out, "ERROR: internal error"):
 					defect(args, "a panic or stack:\n%s", out)
 				case code != 0 && !lastLineIsError(stderr):
 					defect(args, "exit %d without one ERROR line last:\n%s", code, stderr)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -140,6 +141,21 @@ func Run(args []string, in io.Reader, out, errOut io.Writer) int {
 func runContext(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	root := NewCommand(lab.Streams{In: in, Out: out, Err: errOut})
 	root.SetArgs(args)
+	return execute(ctx, root, len(args) > 0 && args[0] == "internal", errOut)
+}
+
+// execute runs root under ctx and returns the exit status. The lab's own processes (internal) crash as Go
+// programs do, their stack into the log their supervisor keeps; a user's command says so in one line.
+func execute(ctx context.Context, root *cobra.Command, internal bool, errOut io.Writer) (status int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if internal {
+				panic(r)
+			}
+			fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(crashed(r, debug.Stack())))
+			status = ExitInternalError
+		}
+	}()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -155,6 +171,22 @@ func runContext(ctx context.Context, args []string, in io.Reader, out, errOut io
 	}
 	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(withoutRequestURLs(err.Error())))
 	return 1
+}
+
+// ExitInternalError is the exit status of a command stopped by a bug of k8sguide's (EX_SOFTWARE of sysexits.h).
+const ExitInternalError = 70
+
+// crashed is the one line a command that panicked prints: a bug, not the user's doing; the stack (which the
+// user is asked to report) goes to a private file rather than 40 lines over the terminal. The command's own
+// deferred cleanups have run by now (the panic unwound them), so what it made is undone as on any error.
+func crashed(r any, stack []byte) string {
+	where := "the stack could not be kept"
+	if f, err := os.CreateTemp("", "k8sguide-crash-*.txt"); err == nil { // 0600, in a fresh file
+		fmt.Fprintf(f, "k8sguide %s: panic: %v\n\n%s", strings.Join(os.Args[1:], " "), r, stack)
+		f.Close()
+		where = "the stack is in " + f.Name()
+	}
+	return fmt.Sprintf("internal error (a bug in k8sguide, not in what you asked): %v; %s: please report it with the command you ran", r, where)
 }
 
 // requestURL is how client-go's errors (url.Error) start: the method and the whole request URL, which says
