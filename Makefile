@@ -221,7 +221,7 @@ random-agreement: build
 # huge, a newline, escape sequences, ...) against a running netns lab; each panic, hang, error that is not one
 # line, or control character on the terminal is a defect, and the root namespace must stay as it was (minutes).
 campaign: build
-	K8SGUIDE_CAMPAIGN=1 go test -count=1 -timeout 60m -v -run '^TestCampaign$$' ./lab/netns/
+	K8SGUIDE_CAMPAIGN=1 go test -count=1 -timeout 60m -v -run '^TestCampaign' ./lab/netns/
 
 # Every fuzz target for FUZZTIME each (a fresh corpus cache per run, so each run starts from the seeds), one
 # after the other: fails on a crash; prints each target's execs, new inputs and longest stretch at 0 execs/s.

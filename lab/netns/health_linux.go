@@ -82,6 +82,20 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// removalPath records the `down` that is removing a lab: while it runs, the lab's processes stop one by one
+// and a command that meets them gone is told the lab is going, not that its init is gone and to remove it.
+func removalPath(store state.Store, labName string) string {
+	return procRecordPath(store, labName, "down")
+}
+
+// removing says that a `down` is removing the lab ("" when none is).
+func removing(store state.Store, labName string) string {
+	if rec, ok := liveRecord(removalPath(store, labName)); ok {
+		return fmt.Sprintf("the lab is being removed (k8sguide down, pid %d)", rec.PID)
+	}
+	return ""
+}
+
 // describeProblems is the nodes' problems in one line, the nodes in the lab's order.
 func describeProblems(st *state.Lab, problems map[string]string) string {
 	var parts []string
@@ -184,6 +198,9 @@ func (t *diagnosingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			continue
 		}
 		reason := diskProblem(t.p.Store.Dir(t.lab))
+		if reason == "" {
+			reason = removing(t.p.Store, t.lab)
+		}
 		if reason == "" {
 			reason = describeProblems(st, t.p.nodeProblems(st))
 		}

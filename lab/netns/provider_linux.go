@@ -408,6 +408,8 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	case st.Config.Name != name:
 		return fmt.Errorf("lab %s: its state file (%s) describes lab %q, not this one: left alone; remove the file if it is stale, then run down again", name, p.Store.StatePath(name), st.Config.Name)
 	}
+	// Commands that meet the lab while it goes say so, not that its nodes are sick (removalPath).
+	_ = writeProcRecord(removalPath(p.Store, name), os.Getpid(), "")
 	if err := p.teardown(ctx, st); err != nil {
 		return err
 	}
