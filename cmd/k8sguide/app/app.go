@@ -169,7 +169,7 @@ func execute(ctx context.Context, root *cobra.Command, internal bool, errOut io.
 		fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(interrupted(err)))
 		return ExitInterrupted
 	}
-	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(withoutRequestURLs(err.Error())))
+	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(withoutRequestURLs(joinedOnOneLine(err))))
 	return 1
 }
 
@@ -199,8 +199,10 @@ func withoutRequestURLs(msg string) string { return requestURL.ReplaceAllString(
 // interrupted is the message of a command stopped by a signal: "interrupted", then whatever the command said
 // besides the cancellation itself (what it undid or left, where it was).
 func interrupted(err error) string {
-	msg := withoutRequestURLs(err.Error())
-	for _, raw := range []string{context.Canceled.Error(), context.DeadlineExceeded.Error(), "signal: killed", "signal: interrupt"} {
+	msg := withoutRequestURLs(joinedOnOneLine(err))
+	// What the command's children died of when the signal reached them too (the group's Ctrl-C, or the
+	// command ending them), said already by "interrupted".
+	for _, raw := range []string{context.Canceled.Error(), context.DeadlineExceeded.Error(), "signal: killed", "signal: interrupt", "signal: terminated"} {
 		msg = strings.ReplaceAll(msg, ": "+raw, "")
 		msg = strings.ReplaceAll(msg, raw, "")
 	}
@@ -212,6 +214,29 @@ func interrupted(err error) string {
 		return msg
 	}
 	return "interrupted: " + msg
+}
+
+// joinedOnOneLine is err's message with what errors.Join put on lines of their own (one per node, one per
+// thing down could not remove) joined by "; " instead, so that it reads as one line and not as `\n` escapes;
+// a newline of the user's own (in a name) stays, and oneLine shows it as an escape.
+func joinedOnOneLine(err error) string {
+	msg := err.Error()
+	for e := err; e != nil; {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			var texts, parts []string
+			for _, c := range j.Unwrap() {
+				if c != nil {
+					texts, parts = append(texts, c.Error()), append(parts, joinedOnOneLine(c))
+				}
+			}
+			if e.Error() == strings.Join(texts, "\n") { // errors.Join's, not fmt.Errorf's with two %w
+				msg = strings.Replace(msg, e.Error(), strings.Join(parts, "; "), 1)
+			}
+			break
+		}
+		e = errors.Unwrap(e)
+	}
+	return msg
 }
 
 // oneLine makes msg one line of plain text whatever it holds: leading and trailing space trimmed, and every

@@ -154,3 +154,24 @@ func TestPanicOneLine(t *testing.T) {
 	root.SetArgs([]string{"boom"})
 	execute(context.Background(), root, true, &errOut)
 }
+
+// TestJoinedErrorsOneLine: errors joined per node read as one line joined by "; " (the concurrency campaign
+// printed "collecting a: signal: terminated\ncollecting b: …" as `\n` escapes); a newline of the user's own
+// stays visible as an escape; two %w of one fmt.Errorf are left as they are.
+func TestJoinedErrorsOneLine(t *testing.T) {
+	joined := fmt.Errorf("lab l: %w", errors.Join(errors.New("collecting a: signal: terminated"), nil, errors.New("collecting b: boom")))
+	if got, want := oneLine(joinedOnOneLine(joined)), "lab l: collecting a: signal: terminated; collecting b: boom"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := interrupted(joined), "interrupted: lab l: collecting a; collecting b: boom"; got != want {
+		t.Errorf("interrupted: got %q, want %q", got, want)
+	}
+	user := errors.Join(errors.New(`no lab named "a\nb"`))
+	if got, want := oneLine(joinedOnOneLine(user)), `no lab named "a\nb"`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	two := fmt.Errorf("x: %w\nand %w", errors.New("a"), errors.New("b"))
+	if got := joinedOnOneLine(two); got != "x: a\nand b" {
+		t.Errorf("two %%w: got %q", got)
+	}
+}
