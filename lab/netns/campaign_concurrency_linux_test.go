@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,6 +143,8 @@ func (c *concurrencyCampaign) judge(t *testing.T, r campaignRun, mustSucceed boo
 		c.defect(t, r, "exit 0 with an error:\n%s", r.stderr)
 	case strings.ContainsAny(out, "\x1b\x07\r"):
 		c.defect(t, r, "a control character reached the terminal: %q", out)
+	case strings.Contains(lastLine(r.stderr), `\n`) && !slices.ContainsFunc(r.args, func(a string) bool { return strings.Contains(a, "\n") }):
+		c.defect(t, r, "an error of several lines shown as one with \\n escapes: %s", lastLine(r.stderr))
 	case mustSucceed && r.code != 0:
 		c.defect(t, r, "failed (exit %d) where it had to succeed: %s", r.code, strings.TrimSpace(r.stderr))
 	}

@@ -104,6 +104,8 @@ func TestCampaign(t *testing.T) {
 					defect(args, "exit 0 with an error:\n%s", stderr)
 				case strings.ContainsAny(out, "\x1b\x07\r"):
 					defect(args, "a control character reached the terminal: %q", out)
+				case code != 0 && strings.Contains(stderr, `\n`) && !strings.Contains(v, "\n"):
+					defect(args, "an error of several lines shown as one with \\n escapes: %s", stderr)
 				}
 				if key == "up" {
 					// Whatever lab the case made (a --name it was given, too) goes before the next case.
