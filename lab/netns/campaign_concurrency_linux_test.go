@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,21 +130,11 @@ func (c *concurrencyCampaign) defect(t *testing.T, r campaignRun, format string,
 
 // judge counts r's defects: TestCampaign's, and a failure where mustSucceed.
 func (c *concurrencyCampaign) judge(t *testing.T, r campaignRun, mustSucceed bool) {
-	out := r.stdout + r.stderr
-	switch {
-	case r.took >= campaignLimit:
-		c.defect(t, r, "still running after %s", campaignLimit)
-	case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") || strings.Contains(out, "ERROR: internal error"):
-		c.defect(t, r, "a panic or stack:\n%s", out)
-	case r.code != 0 && !lastLineIsError(r.stderr):
-		c.defect(t, r, "exit %d without one ERROR line last:\n%s", r.code, r.stderr)
-	case r.code == 0 && strings.Contains(r.stderr, "ERROR"):
-		c.defect(t, r, "exit 0 with an error:\n%s", r.stderr)
-	case strings.ContainsAny(out, "\x1b\x07\r"):
-		c.defect(t, r, "a control character reached the terminal: %q", out)
-	case strings.Contains(lastLine(r.stderr), `\n`) && !slices.ContainsFunc(r.args, func(a string) bool { return strings.Contains(a, "\n") }):
-		c.defect(t, r, "an error of several lines shown as one with \\n escapes: %s", lastLine(r.stderr))
-	case mustSucceed && r.code != 0:
+	if d := campaignDefect(r.args, r.stdout, r.stderr, r.code, r.took); d != "" {
+		c.defect(t, r, "%s", d)
+		return
+	}
+	if mustSucceed && r.code != 0 {
 		c.defect(t, r, "failed (exit %d) where it had to succeed: %s", r.code, strings.TrimSpace(r.stderr))
 	}
 }

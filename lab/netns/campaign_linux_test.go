@@ -92,20 +92,8 @@ func TestCampaign(t *testing.T) {
 				args := append(slices.Clone(base[key]), "--"+f.name+"="+v)
 				cases++
 				stdout, stderr, code, took := runCampaign(t.TempDir(), args)
-				out := stdout + stderr
-				switch {
-				case took >= campaignLimit:
-					defect(args, "still running after %s", campaignLimit)
-				case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") || strings.Contains(out, "ERROR: internal error"):
-					defect(args, "a panic or stack:\n%s", out)
-				case code != 0 && !lastLineIsError(stderr):
-					defect(args, "exit %d without one ERROR line last:\n%s", code, stderr)
-				case code == 0 && strings.Contains(stderr, "ERROR"):
-					defect(args, "exit 0 with an error:\n%s", stderr)
-				case strings.ContainsAny(out, "\x1b\x07\r"):
-					defect(args, "a control character reached the terminal: %q", out)
-				case code != 0 && strings.Contains(stderr, `\n`) && !strings.Contains(v, "\n"):
-					defect(args, "an error of several lines shown as one with \\n escapes: %s", stderr)
+				if d := campaignDefect(args, stdout, stderr, code, took); d != "" {
+					defect(args, "%s", d)
 				}
 				if key == "up" {
 					// Whatever lab the case made (a --name it was given, too) goes before the next case.
@@ -131,6 +119,28 @@ func TestCampaign(t *testing.T) {
 }
 
 const campaignLimit = 90 * time.Second
+
+// campaignDefect says what is wrong with one run of the campaigns ("" when nothing is): a hang, a panic or
+// stack, a failure not on one ERROR line last, an exit 0 with an error, a control character on the terminal,
+// an error of several lines shown with \n escapes where the case typed no newline.
+func campaignDefect(args []string, stdout, stderr string, code int, took time.Duration) string {
+	out := stdout + stderr
+	switch {
+	case took >= campaignLimit:
+		return fmt.Sprintf("still running after %s", campaignLimit)
+	case strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") || strings.Contains(out, "ERROR: internal error"):
+		return "a panic or stack:\n" + out
+	case code != 0 && !lastLineIsError(stderr):
+		return fmt.Sprintf("exit %d without one ERROR line last:\n%s", code, stderr)
+	case code == 0 && strings.Contains(stderr, "ERROR"):
+		return "exit 0 with an error:\n" + stderr
+	case strings.ContainsAny(out, "\x1b\x07\r"):
+		return fmt.Sprintf("a control character reached the terminal: %q", out)
+	case code != 0 && strings.Contains(stderr, `\n`) && !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "\n") }):
+		return "an error of several lines shown as one with \\n escapes: " + stderr
+	}
+	return ""
+}
 
 // campaignFlag is a flag as a command's help lists it, and the kind of value it takes.
 type campaignFlag struct{ name, kind string }
