@@ -169,7 +169,7 @@ func execute(ctx context.Context, root *cobra.Command, internal bool, errOut io.
 		fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(interrupted(err)))
 		return ExitInterrupted
 	}
-	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(withoutRequestURLs(joinedOnOneLine(err))))
+	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(errorText(err)))
 	return 1
 }
 
@@ -193,13 +193,16 @@ func crashed(r any, stack []byte) string {
 // nothing a user can act on ("Get \"https://127.0.0.1:38211/api/v1/namespaces/default/pods?limit=500\": ").
 var requestURL = regexp.MustCompile(`\b(Get|Head|Post|Put|Patch|Delete|Options) "[a-z]+://[^"]*": `)
 
+// errorText is what an error line says of err: errors.Join's lines joined, client-go's URLs cut.
+func errorText(err error) string { return withoutRequestURLs(joinedOnOneLine(err)) }
+
 // withoutRequestURLs reduces client-go's request errors in msg to their cause.
 func withoutRequestURLs(msg string) string { return requestURL.ReplaceAllString(msg, "") }
 
 // interrupted is the message of a command stopped by a signal: "interrupted", then whatever the command said
 // besides the cancellation itself (what it undid or left, where it was).
 func interrupted(err error) string {
-	msg := withoutRequestURLs(joinedOnOneLine(err))
+	msg := errorText(err)
 	// What the command's children died of when the signal reached them too (the group's Ctrl-C, or the
 	// command ending them), said already by "interrupted".
 	for _, raw := range []string{context.Canceled.Error(), context.DeadlineExceeded.Error(), "signal: killed", "signal: interrupt", "signal: terminated"} {
