@@ -54,13 +54,16 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(VM_PACKAGES) >/dev/null
 	go run ./internal/vmtest/cmd/vmkernel
 
-# k8sguide; beside it k8sguide-graphviz, which lays out trace -o svg|html (Graphviz in WebAssembly: a program
-# of its own so k8sguide does not start it on every command), and k8sguide-cilium, the ebpf dataplane's node
-# agent: a nested module (Cilium's Go packages stay out of the main module), whose build also puts Cilium's bpf/
-# sources in the module cache. The agent runs only in netns labs, which need Linux; on macOS `build` makes the
-# CLI and the layout program.
+# k8sguide; beside it k8sguide-lab, what k8sguide runs rather than links (a netns lab's programs: node agents,
+# kube-proxy, the control plane; kubectl): apart, no command pays for their initialisation; k8sguide-graphviz,
+# which lays out trace -o svg|html (Graphviz in WebAssembly: a program of its own so k8sguide does not start it
+# on every command); and k8sguide-cilium, the ebpf dataplane's node agent: a nested module (Cilium's Go
+# packages stay out of the main module), whose build also puts Cilium's bpf/ sources in the module cache. The
+# agent runs only in netns labs, which need Linux; on macOS `build` makes the CLI, k8sguide-lab (kubectl there)
+# and the layout program.
 build:
 	go build -trimpath -o $(BIN) ./cmd/k8sguide
+	go build -trimpath -o $(dir $(BIN))k8sguide-lab ./cmd/k8sguide-lab
 	go build -trimpath -o $(dir $(BIN))k8sguide-graphviz ./cmd/k8sguide-graphviz
 ifeq ($(shell uname -s),Linux)
 	cd dataplanes/ebpf/cilium && go build -trimpath -o $(abspath $(dir $(BIN)))/k8sguide-cilium .
@@ -74,6 +77,7 @@ cross:
 	for target in $(CROSS); do \
 	  os=$${target%/*}; arch=$${target#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-$$os-$$arch ./cmd/k8sguide || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-lab-$$os-$$arch ./cmd/k8sguide-lab || exit 1; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-graphviz-$$os-$$arch ./cmd/k8sguide-graphviz || exit 1; \
 	done
 

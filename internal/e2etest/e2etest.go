@@ -27,6 +27,7 @@ import (
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/netnstest"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
+	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/providers"
 	"github.com/k8sguide/k8sguide/lab/state"
@@ -80,8 +81,9 @@ func Main(m *testing.M) int {
 	}
 	if Binary == "" {
 		Binary = filepath.Join(dir, "k8sguide")
-		// And beside it k8sguide-graphviz, as make build puts it, which trace -o svg|html runs.
-		for _, pkg := range []string{"k8sguide", "k8sguide-graphviz"} {
+		// And beside it, as make build puts them, k8sguide-lab (what the lab's namespaces run, and kubectl) and
+		// k8sguide-graphviz, which trace -o svg|html runs.
+		for _, pkg := range []string{"k8sguide", "k8sguide-lab", "k8sguide-graphviz"} {
 			build := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/k8sguide/k8sguide/cmd/"+pkg)
 			build.Stdout, build.Stderr = os.Stderr, os.Stderr
 			if err := build.Run(); err != nil {
@@ -418,11 +420,11 @@ func InVM(t *testing.T, run string) {
 	NeedRoot(t)
 	took := vmtest.Boot(t, vmtest.Options{
 		Modules:  vmtest.NodeModules,
-		Binaries: append([]string{Binary}, vmtest.NodeTools...),
-		// The initramfs holds the test binary and k8sguide (about 260 MB each), and the lab runs its control
-		// plane (about 370 MB), an agent and a proxy per node and a server per pod, which a second emulated CPU
-		// runs side by side.
-		Memory:  "3072",
+		Binaries: append([]string{Binary, filepath.Join(filepath.Dir(Binary), lab.LabProgram)}, vmtest.NodeTools...),
+		// The initramfs holds the test binary (about 260 MB), k8sguide (125 MB) and k8sguide-lab (250 MB), and
+		// the lab runs its control plane (about 370 MB), an agent and a proxy per node and a server per pod,
+		// which a second emulated CPU runs side by side.
+		Memory:  "3584",
 		CPUs:    2,
 		Timeout: 30 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},

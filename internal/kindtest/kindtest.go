@@ -63,12 +63,15 @@ func Setup() (env *Env, skip string, cleanup func(), err error) {
 	os.Chmod(dir, 0o755)
 	env.Dir = dir
 	env.Binary = filepath.Join(dir, "k8sguide")
-	// The Makefile's flags (-trimpath), so that make build's cache serves; and beside k8sguide the ebpf
-	// dataplane's netns node agent (a nested module), for the netns labs the tests compare kind with.
-	build := exec.Command("go", "build", "-trimpath", "-o", env.Binary, "github.com/k8sguide/k8sguide/cmd/k8sguide")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, "", cleanup, fmt.Errorf("building k8sguide: %w", err)
+	// The Makefile's flags (-trimpath), so that make build's cache serves; beside k8sguide k8sguide-lab (kubectl,
+	// the Cilium chart's install, the netns labs' programs) and the ebpf dataplane's netns node agent (a nested
+	// module), for the netns labs the tests compare kind with.
+	for _, pkg := range []string{"k8sguide", "k8sguide-lab"} {
+		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, pkg), "github.com/k8sguide/k8sguide/cmd/"+pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, "", cleanup, fmt.Errorf("building %s: %w", pkg, err)
+		}
 	}
 	agent := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "k8sguide-cilium"), ".")
 	agent.Dir = filepath.Join("..", "..", "dataplanes", "ebpf", "cilium")

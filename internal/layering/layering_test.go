@@ -27,7 +27,15 @@ var rules = []rule{
 	{under: "inspect", forbidden: []string{module + "/cmd", module + "/lab/netns", module + "/lab/kind", module + "/lab/providers",
 		"sigs.k8s.io/kind/", "helm.sh/helm/", "k8s.io/kubernetes/pkg/proxy"},
 		why: "the inspector works offline on a snapshot: providers, Helm, kind and the upstream proxiers are the lab's"},
+	{under: "cmd/k8sguide", forbidden: labPrograms,
+		why: "the CLI runs k8sguide-lab for these rather than linking them: every command would pay for their initialisation"},
 }
+
+// labPrograms are what only k8sguide-lab links: a netns lab's node agents, kube-proxy and control plane, and
+// kubectl (--help took 115 MB and 85 ms of CPU while the CLI linked them).
+var labPrograms = []string{module + "/lab/netns/node", module + "/lab/controlplane/server", module + "/dataplanes/kubeproxy",
+	"k8s.io/kubernetes/cmd/kube-", "k8s.io/kubernetes/pkg/proxy", "k8s.io/kubernetes/pkg/controller", "go.etcd.io/etcd/server",
+	"k8s.io/kubectl/pkg/cmd", "k8s.io/apiserver/pkg/server"}
 
 // TestImportsPointDown checks the rules on the linux and darwin builds (build tags choose different files).
 func TestImportsPointDown(t *testing.T) {

@@ -1,5 +1,5 @@
-// Package controlplane runs a netns lab's Kubernetes control plane as kind's control-plane node runs it, but in
-// one process: embedded etcd, kube-apiserver, kube-controller-manager and kube-scheduler from k8s.io/kubernetes,
-// with flags, certificates and kubeconfigs made by kubeadm's own phases (the ones `kubeadm init` runs inside a
-// kind node). The process runs in the control-plane node's network namespace and serves on the node's address.
+// Package controlplane describes a netns lab's Kubernetes control plane: where it keeps its certificates,
+// kubeconfigs and etcd data, and where it listens. Package server runs it. The two are apart so that the CLI,
+// which only needs the paths, does not link (and initialise, on every command) the apiserver, etcd, the
+// controller-manager and the scheduler: those live in k8sguide-lab, the program a lab's nodes run.
 package controlplane

@@ -51,7 +51,12 @@ func (p *Provider) startControlPlane(ctx context.Context, h *state.Handle, st *s
 	if err != nil {
 		return err
 	}
-	argv := nodecmd.PKIArgv(p.Exe, name)
+	prog, err := p.labProgram()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	argv := nodecmd.PKIArgv(prog, name)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Run()
@@ -105,7 +110,11 @@ func (p *Provider) startAgent(h *state.Handle, st *state.Lab, n lab.Node, apiLis
 	if st.Cgroup != "" {
 		cgroup = nodeCgroup(st.Cgroup, n.Name)
 	}
-	pid, err := startDetached(n.Name, p.initLog(st.Config.Name, n.Name), cgroup, nodecmd.NodeInitArgv(p.Exe, st.Config.Name, n.Name, apiListener != nil), extra...)
+	prog, err := p.labProgram()
+	if err != nil {
+		return err
+	}
+	pid, err := startDetached(n.Name, p.initLog(st.Config.Name, n.Name), cgroup, nodecmd.NodeInitArgv(prog, st.Config.Name, n.Name, apiListener != nil), extra...)
 	if err != nil {
 		return err
 	}
@@ -156,16 +165,16 @@ func (p *Provider) waitCluster(ctx context.Context, st *state.Lab, what string, 
 		if d := diskProblem(p.Store.Dir(st.Config.Name)); d != "" {
 			return false, errors.New(d)
 		}
-		if s, ok := readProcStatus(controlPlaneRecord(p.Store, st.Config.Name)); ok && s.Restarts > 0 {
+		if s, ok := ReadProcStatus(ControlPlaneRecord(p.Store, st.Config.Name)); ok && s.Restarts > 0 {
 			log := filepath.Join(p.Store.Dir(st.Config.Name), "control-plane.log")
 			return false, fmt.Errorf("the control plane stopped (%s): %s (log: %s)", s.LastExit, s.LastLog, log)
 		}
 		for node, pid := range st.InitPIDs {
 			if !processAlive(pid) {
-				return false, fmt.Errorf("the init of node %s stopped: %s (log: %s)", node, lastLogLine(p.initLog(st.Config.Name, node)), p.initLog(st.Config.Name, node))
+				return false, fmt.Errorf("the init of node %s stopped: %s (log: %s)", node, LastLogLine(p.initLog(st.Config.Name, node)), p.initLog(st.Config.Name, node))
 			}
 			if s, ok := readInitStatus(p.Store, st.Config.Name, node); ok && s.Restarts > 0 {
-				return false, fmt.Errorf("the agent of node %s stopped (%s): %s (log: %s)", node, s.LastExit, lastLogLine(p.agentLog(st.Config.Name, node)), p.agentLog(st.Config.Name, node))
+				return false, fmt.Errorf("the agent of node %s stopped (%s): %s (log: %s)", node, s.LastExit, LastLogLine(p.agentLog(st.Config.Name, node)), p.agentLog(st.Config.Name, node))
 			}
 		}
 		return cond(ctx)
@@ -176,14 +185,14 @@ func (p *Provider) waitCluster(ctx context.Context, st *state.Lab, what string, 
 	return err
 }
 
-// lastLogLine is the last line of a log: a stopped process's reason, in one line.
-func lastLogLine(path string) string {
+// LastLogLine is the last line of a log: a stopped process's reason, in one line.
+func LastLogLine(path string) string {
 	return strings.TrimSpace(tail(path, 1))
 }
 
 // writeLabKubeconfig writes the lab's kubeconfig: kubeadm's admin.conf, pointing at the host's port.
 func (p *Provider) writeLabKubeconfig(st *state.Lab) error {
-	cfg, err := clientcmd.LoadFromFile(controlPlaneConfig(p.Store, st.Config, st.Nodes).AdminKubeconfig())
+	cfg, err := clientcmd.LoadFromFile(ControlPlaneConfig(p.Store, st.Config, st.Nodes).AdminKubeconfig())
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,10 @@
 // network namespaces, wired the way kind and kindnet wire a cluster, and each node's Service proxy is the upstream
 // kube-proxy proxier (or Cilium's datapath) running in a process inside that node's namespace.
 //
+// This package is the CLI's side: it makes the namespaces, starts the lab's programs and reads their state.
+// The programs themselves (each node's init and agent, kube-proxy, the control plane, the pod servers) are
+// package node, which only k8sguide-lab links; layout_linux.go holds the files and names both sides use.
+//
 // Layout (lab "k8s-guide", 2 workers):
 //
 //	k8s-guide-client         br0 172.18.0.1/16           "the host" of the seeds: the Docker bridge side

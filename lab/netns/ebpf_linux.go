@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,24 +31,6 @@ const AgentName = "k8sguide-cilium"
 
 // ebpfDevices are the native devices bpf_host is attached to, NodePort device first.
 var ebpfDevices = []string{"eth0"}
-
-// agentPath finds k8sguide-cilium: $K8SGUIDE_CILIUM_AGENT, beside the k8sguide binary, or on PATH.
-func (p *Provider) agentPath() (string, error) {
-	if a := os.Getenv(AgentEnv); a != "" {
-		if _, err := os.Stat(a); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", AgentEnv, a, err)
-		}
-		return a, nil
-	}
-	beside := filepath.Join(filepath.Dir(p.Exe), AgentName)
-	if _, err := os.Stat(beside); err == nil {
-		return beside, nil
-	}
-	if a, err := exec.LookPath(AgentName); err == nil {
-		return a, nil
-	}
-	return "", fmt.Errorf("%s (the ebpf dataplane's node agent) not found beside %s or on PATH: build it with `make build` (or set %s)", AgentName, p.Exe, AgentEnv)
-}
 
 // checkEBPF says what this machine lacks to run Cilium's datapath, in one line, and otherwise returns the
 // node agent to run.
@@ -194,7 +175,7 @@ func (p *Provider) ebpfProxyArgv(agent, kubeconfig, cgroup string, cfg lab.Confi
 		"--cgroup-root", nodeCgroup(cgroup, n.Name),
 		"--pod-cidr", n.PodCIDR,
 		"--router-ip", gw.Addr().String(),
-		"--pod-netns-prefix", podNamespace(cfg.Name, ""),
+		"--pod-netns-prefix", PodNamespace(cfg.Name, ""),
 		"--bpffs", NodeBPFFS(p.Store, cfg.Name, n.Name),
 		"--devices", strings.Join(ebpfDevices, ","),
 		"--lb-algorithm", alg,

@@ -39,13 +39,13 @@ func (p *Provider) nodeProblems(st *state.Lab) map[string]string {
 		} else if ok && !processAlive(s.AgentPID) {
 			what = append(what, fmt.Sprintf("its agent (pid %d) stopped a moment ago; log: %s", s.AgentPID, p.agentLog(name, n.Name)))
 		}
-		if n.Role == lab.ControlPlane && exists(controlPlaneRecord(p.Store, name)) {
-			if m := notRunning("control plane", controlPlaneRecord(p.Store, name), filepath.Join(p.Store.Dir(name), "control-plane.log")); m != "" {
+		if n.Role == lab.ControlPlane && exists(ControlPlaneRecord(p.Store, name)) {
+			if m := notRunning("control plane", ControlPlaneRecord(p.Store, name), filepath.Join(p.Store.Dir(name), "control-plane.log")); m != "" {
 				what = append(what, m)
 			}
 		}
 		if st.Phase == state.Ready {
-			if m := notRunning("proxy", proxyRecord(p.Store, name, n.Name), proxyLog(p.Store, name, n.Name)); m != "" {
+			if m := notRunning("proxy", ProxyRecord(p.Store, name, n.Name), ProxyLog(p.Store, name, n.Name)); m != "" {
 				what = append(what, m)
 			}
 		}
@@ -63,7 +63,7 @@ func notRunning(what, record, logPath string) string {
 		return ""
 	}
 	msg := "its " + what + " is not running"
-	if s, ok := readProcStatus(record); ok && s.Restarts > 0 {
+	if s, ok := ReadProcStatus(record); ok && s.Restarts > 0 {
 		msg += fmt.Sprintf(" (%s", s.LastExit)
 		if s.LastLog != "" && !strings.HasPrefix(s.LastExit, "signal:") {
 			// A process that exited by itself said why last; one that was killed did not.
@@ -85,12 +85,12 @@ func exists(path string) bool {
 // removalPath records the `down` that is removing a lab: while it runs, the lab's processes stop one by one
 // and a command that meets them gone is told the lab is going, not that its init is gone and to remove it.
 func removalPath(store state.Store, labName string) string {
-	return procRecordPath(store, labName, "down")
+	return ProcRecordPath(store, labName, "down")
 }
 
 // removing says that a `down` is removing the lab ("" when none is).
 func removing(store state.Store, labName string) string {
-	if rec, ok := liveRecord(removalPath(store, labName)); ok {
+	if rec, ok := LiveRecord(removalPath(store, labName)); ok {
 		return fmt.Sprintf("the lab is being removed (k8sguide down, pid %d)", rec.PID)
 	}
 	return ""
@@ -246,8 +246,8 @@ func (p *Provider) apiBackBy(st *state.Lab) (time.Time, bool) {
 		if s, ok := readInitStatus(p.Store, st.Config.Name, n.Name); ok && s.AgentPID == 0 && s.RestartAt != nil {
 			return *s.RestartAt, true
 		}
-		if livePID(controlPlaneRecord(p.Store, st.Config.Name)) == 0 {
-			if s, ok := readProcStatus(controlPlaneRecord(p.Store, st.Config.Name)); ok && s.RestartAt != nil && s.RestartAt.After(now) {
+		if livePID(ControlPlaneRecord(p.Store, st.Config.Name)) == 0 {
+			if s, ok := ReadProcStatus(ControlPlaneRecord(p.Store, st.Config.Name)); ok && s.RestartAt != nil && s.RestartAt.After(now) {
 				return *s.RestartAt, true
 			}
 		}

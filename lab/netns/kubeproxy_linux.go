@@ -1,7 +1,6 @@
 package netns
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	componentbaseconfig "k8s.io/component-base/config/v1alpha1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
-	kubeproxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -81,20 +79,10 @@ func writeKubeProxyConfig(store state.Store, st *state.Lab) error {
 	if err != nil {
 		return err
 	}
-	cp := controlPlaneConfig(store, st.Config, st.Nodes)
+	cp := ControlPlaneConfig(store, st.Config, st.Nodes)
 	data, err := yaml.Marshal(kubeProxyConfiguration(st.Config, cp.ProxyKubeconfig(), period))
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(kubeProxyConfigPath(store, st.Config.Name), data, 0o600)
-}
-
-// RunKubeProxy is `internal kube-proxy`: upstream kube-proxy's own command, with its own flags, in this process.
-// It runs in a node's namespace (it removes other modes' rules at start-up, which must never happen to the
-// host's), started by the node's agent.
-func RunKubeProxy(ctx context.Context, args []string) error {
-	cmd := kubeproxyapp.NewProxyCommand()
-	cmd.SetArgs(args)
-	cmd.SilenceUsage = true
-	return cmd.ExecuteContext(ctx)
 }

@@ -14,15 +14,15 @@ import (
 // its lab's mark, so a state file that is lost, stale or names another lab can neither hide a lab from `down`
 // nor turn `down` against another lab or against a namespace someone else made under a lab-like name.
 
-// labMark is the loopback alias of every namespace of lab name in store: its name and its store's root, so
+// LabMark is the loopback alias of every namespace of lab name in store: its name and its store's root, so
 // that a lab of the same name in another store (another K8SGUIDE_STATE_DIR) is not taken for it.
-func labMark(store state.Store, name string) string { return markPrefix + name + " " + store.Root }
+func LabMark(store state.Store, name string) string { return markPrefix + name + " " + store.Root }
 
 const markPrefix = "k8sguide lab "
 
 // markNamespace gives a namespace just made its lab's mark.
 func markNamespace(ctx context.Context, ns, mark string) error {
-	return ipCmd(ctx, "-n", ns, "link", "set", "lo", "alias", mark)
+	return IPCmd(ctx, "-n", ns, "link", "set", "lo", "alias", mark)
 }
 
 // markOf is the mark a namespace bears ("" when it has none or does not exist).
@@ -54,7 +54,7 @@ func ownNamespaces(ctx context.Context, store state.Store, name string) ([]strin
 	for _, e := range entries {
 		// Every namespace of a lab is named after it (NAME-control-plane, NAME-worker, NAME-client,
 		// NAME-pod-UID): only those are worth asking.
-		if strings.HasPrefix(e.Name(), name+"-") && markOf(ctx, e.Name()) == labMark(store, name) {
+		if strings.HasPrefix(e.Name(), name+"-") && markOf(ctx, e.Name()) == LabMark(store, name) {
 			own = append(own, e.Name())
 		}
 	}
@@ -71,7 +71,7 @@ func KernelLabs(ctx context.Context, store state.Store) []string {
 			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(markOf(ctx, e.Name()), markPrefix), " ")
-		if e.Name() == name+"-control-plane" && markOf(ctx, e.Name()) == labMark(store, name) {
+		if e.Name() == name+"-control-plane" && markOf(ctx, e.Name()) == LabMark(store, name) {
 			labs = append(labs, name)
 		}
 	}

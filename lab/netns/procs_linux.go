@@ -21,28 +21,28 @@ import (
 // them and writes down how each ended. The agent that comes back adopts them from the records below instead of
 // starting them again, and watches them through a pidfd since they are no longer its children.
 
-// procRecord is a supervised process as its agent started it. Start is the process's start time (field 22 of
+// ProcRecord is a supervised process as its agent started it. Start is the process's start time (field 22 of
 // /proc/PID/stat, in clock ticks since boot): with the pid it names one process for good, where a pid alone may
 // be reused by another once the first is gone.
-type procRecord struct {
+type ProcRecord struct {
 	PID   int    `json:"pid"`
 	Start uint64 `json:"start"`
 	// IP is a pod server's pod address.
 	IP string `json:"ip,omitempty"`
 }
 
-// procDir holds the records of a lab's supervised processes and the exit codes its nodes' inits reaped.
-func procDir(store state.Store, labName string) string {
+// ProcDir holds the records of a lab's supervised processes and the exit codes its nodes' inits reaped.
+func ProcDir(store state.Store, labName string) string {
 	return filepath.Join(store.Dir(labName), "procs")
 }
 
-func procRecordPath(store state.Store, labName, key string) string {
-	return filepath.Join(procDir(store, labName), key+".json")
+func ProcRecordPath(store state.Store, labName, key string) string {
+	return filepath.Join(ProcDir(store, labName), key+".json")
 }
 
-// exitRecordPath is where a node's init writes the exit code of an orphan it reaped.
-func exitRecordPath(store state.Store, labName string, pid int) string {
-	return filepath.Join(procDir(store, labName), "exit-"+strconv.Itoa(pid))
+// ExitRecordPath is where a node's init writes the exit code of an orphan it reaped.
+func ExitRecordPath(store state.Store, labName string, pid int) string {
+	return filepath.Join(ProcDir(store, labName), "exit-"+strconv.Itoa(pid))
 }
 
 // startTime is the start time of pid (0: no such process).
@@ -66,21 +66,21 @@ func startTime(pid int) uint64 {
 	return t
 }
 
-// writeProcRecord records a process just started.
-func writeProcRecord(path string, pid int, ip string) error {
-	rec := procRecord{PID: pid, Start: startTime(pid), IP: ip}
+// WriteProcRecord records a process just started.
+func WriteProcRecord(path string, pid int, ip string) error {
+	rec := ProcRecord{PID: pid, Start: startTime(pid), IP: ip}
 	if rec.Start == 0 {
 		return fmt.Errorf("process %d is gone", pid)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeJSON(path, rec)
+	return WriteJSON(path, rec)
 }
 
-// writeJSON writes v as JSON to path through a temporary file renamed into place: a reader (another process
+// WriteJSON writes v as JSON to path through a temporary file renamed into place: a reader (another process
 // of the lab) sees the old file or the new one, never half of one.
-func writeJSON(path string, v any) error {
+func WriteJSON(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -91,32 +91,32 @@ func writeJSON(path string, v any) error {
 	return os.Rename(path+".tmp", path)
 }
 
-// readJSON reads what writeJSON wrote into v, and says whether there was such a file, whole.
+// readJSON reads what WriteJSON wrote into v, and says whether there was such a file, whole.
 func readJSON(path string, v any) bool {
 	data, err := os.ReadFile(path)
 	return err == nil && json.Unmarshal(data, v) == nil
 }
 
-// liveRecord reads a record and says whether the process it names still runs (the same process: its start time
+// LiveRecord reads a record and says whether the process it names still runs (the same process: its start time
 // matches, and it is not a zombie).
-func liveRecord(path string) (procRecord, bool) {
-	var rec procRecord
+func LiveRecord(path string) (ProcRecord, bool) {
+	var rec ProcRecord
 	if !readJSON(path, &rec) || rec.PID <= 0 {
-		return procRecord{}, false
+		return ProcRecord{}, false
 	}
 	return rec, startTime(rec.PID) == rec.Start && processAlive(rec.PID)
 }
 
 // livePID is the pid of the process a record names while it runs, else 0.
 func livePID(path string) int {
-	if rec, ok := liveRecord(path); ok {
+	if rec, ok := LiveRecord(path); ok {
 		return rec.PID
 	}
 	return 0
 }
 
-// procStatus is what a supervising agent tells commands about a process it restarts.
-type procStatus struct {
+// ProcStatus is what a supervising agent tells commands about a process it restarts.
+type ProcStatus struct {
 	Restarts int    `json:"restarts"`
 	LastExit string `json:"lastExit,omitempty"`
 	// LastLog is the last line of the process's log when it exited: its reason, in one line.
@@ -124,13 +124,13 @@ type procStatus struct {
 	RestartAt *time.Time `json:"restartAt,omitempty"`
 }
 
-func procStatusPath(recordPath string) string {
+func ProcStatusPath(recordPath string) string {
 	return strings.TrimSuffix(recordPath, ".json") + ".status"
 }
 
-func readProcStatus(recordPath string) (procStatus, bool) {
-	var s procStatus
-	return s, readJSON(procStatusPath(recordPath), &s)
+func ReadProcStatus(recordPath string) (ProcStatus, bool) {
+	var s ProcStatus
+	return s, readJSON(ProcStatusPath(recordPath), &s)
 }
 
 // diskFree is the space left, in bytes, on the filesystem holding dir (-1: unknown).
@@ -158,10 +158,10 @@ func diskProblem(dir string) string {
 // container it lost track of as 137, ContainerStatusUnknown).
 const exitUnknown = 137
 
-// watchExit returns a channel that receives pid's exit code once it exits. pid is not this process's child
+// WatchExit returns a channel that receives pid's exit code once it exits. pid is not this process's child
 // (an adopted process): the kernel's pidfd says when it ends, and the node's init, which reaps it, what its code
 // was. start guards against a pid reused since the record was written.
-func watchExit(store state.Store, labName string, pid int, start uint64) (<-chan int, error) {
+func WatchExit(store state.Store, labName string, pid int, start uint64) (<-chan int, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return nil, fmt.Errorf("watching process %d: %w", pid, err)
@@ -187,7 +187,7 @@ func watchExit(store state.Store, labName string, pid int, start uint64) (<-chan
 // readExit waits briefly for the init's record of pid's exit code (the pidfd reports the exit before the init
 // has reaped it) and consumes it.
 func readExit(store state.Store, labName string, pid int) int {
-	path := exitRecordPath(store, labName, pid)
+	path := ExitRecordPath(store, labName, pid)
 	for deadline := time.Now().Add(2 * time.Second); ; {
 		if data, err := os.ReadFile(path); err == nil {
 			os.Remove(path)
@@ -203,9 +203,9 @@ func readExit(store state.Store, labName string, pid int) int {
 	}
 }
 
-// crashBackoff paces the restarts of a process that keeps exiting: first after first, then initial doubling to
+// CrashBackoff paces the restarts of a process that keeps exiting: first after first, then initial doubling to
 // max; a process that ran for idle starts the count again.
-type crashBackoff struct {
+type CrashBackoff struct {
 	first, initial, max, idle time.Duration
 	next                      time.Duration
 	started                   bool
@@ -213,18 +213,18 @@ type crashBackoff struct {
 
 // The kubelet's container restart back-off (the control plane's static pods, the proxy's pod, pods): the
 // first restart at once, then 10 s doubling to 5 min, forgotten after 10 min of running.
-func containerBackoff() *crashBackoff {
-	return &crashBackoff{first: 0, initial: restartBackoff, max: restartBackoffMax, idle: restartBackoffIdle}
+func ContainerBackoff() *CrashBackoff {
+	return &CrashBackoff{first: 0, initial: restartBackoff, max: restartBackoffMax, idle: restartBackoffIdle}
 }
 
-// agentBackoff is the node agent's, restarted by its node's init as systemd restarts kind's kubelet
+// AgentBackoff is the node agent's, restarted by its node's init as systemd restarts kind's kubelet
 // (RestartSec=1s), doubling while it keeps failing so that an agent that cannot start does not spin.
-func agentBackoff() *crashBackoff {
-	return &crashBackoff{first: time.Second, initial: 2 * time.Second, max: restartBackoffMax, idle: restartBackoffIdle}
+func AgentBackoff() *CrashBackoff {
+	return &CrashBackoff{first: time.Second, initial: 2 * time.Second, max: restartBackoffMax, idle: restartBackoffIdle}
 }
 
-// delay is how long to wait before the next start, for a process that ran for ran.
-func (b *crashBackoff) delay(ran time.Duration) time.Duration {
+// Delay is how long to wait before the next start, for a process that ran for ran.
+func (b *CrashBackoff) Delay(ran time.Duration) time.Duration {
 	if ran >= b.idle || !b.started {
 		b.started = true
 		b.next = b.initial

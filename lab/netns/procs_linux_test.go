@@ -18,19 +18,19 @@ import (
 func TestCrashBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		b    *crashBackoff
+		b    *CrashBackoff
 		want []time.Duration
 	}{
-		{"container", containerBackoff(), []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}},
-		{"agent", agentBackoff(), []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"container", ContainerBackoff(), []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}},
+		{"agent", AgentBackoff(), []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i, want := range tc.want {
-				if got := tc.b.delay(time.Second); got != want {
+				if got := tc.b.Delay(time.Second); got != want {
 					t.Errorf("restart %d after a 1 s run: %s, want %s", i+1, got, want)
 				}
 			}
-			if got := tc.b.delay(restartBackoffIdle); got != tc.want[0] {
+			if got := tc.b.Delay(restartBackoffIdle); got != tc.want[0] {
 				t.Errorf("after a run of %s: %s, want %s (the count starts again)", restartBackoffIdle, got, tc.want[0])
 			}
 		})
@@ -47,26 +47,26 @@ func TestProcRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	path := procRecordPath(store, "lab", "proc")
-	if err := writeProcRecord(path, cmd.Process.Pid, "10.244.1.2"); err != nil {
+	path := ProcRecordPath(store, "lab", "proc")
+	if err := WriteProcRecord(path, cmd.Process.Pid, "10.244.1.2"); err != nil {
 		t.Fatal(err)
 	}
-	rec, ok := liveRecord(path)
+	rec, ok := LiveRecord(path)
 	if !ok || rec.PID != cmd.Process.Pid || rec.IP != "10.244.1.2" {
 		t.Fatalf("live record: %+v %v", rec, ok)
 	}
 	// The same pid with another start time is another process.
 	stale := strings.Replace(mustRead(t, path), `"start":`, `"start":1`, 1)
 	os.WriteFile(path, []byte(stale), 0o600)
-	if _, ok := liveRecord(path); ok {
+	if _, ok := LiveRecord(path); ok {
 		t.Error("a record whose start time differs was taken for the running process")
 	}
-	exited, err := watchExit(store, "lab", rec.PID, rec.Start)
+	exited, err := WatchExit(store, "lab", rec.PID, rec.Start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// This test is the process's parent, so it reaps it; the node's init writes the code it reaped.
-	os.WriteFile(exitRecordPath(store, "lab", rec.PID), []byte("143"), 0o600)
+	os.WriteFile(ExitRecordPath(store, "lab", rec.PID), []byte("143"), 0o600)
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
 	select {
@@ -77,10 +77,10 @@ func TestProcRecords(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the pidfd did not report the exit")
 	}
-	if _, err := os.Stat(exitRecordPath(store, "lab", rec.PID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(ExitRecordPath(store, "lab", rec.PID)); !os.IsNotExist(err) {
 		t.Errorf("the exit record was not consumed: %v", err)
 	}
-	if _, ok := liveRecord(path); ok {
+	if _, ok := LiveRecord(path); ok {
 		t.Error("an ended process is still live")
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
-	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
+	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
@@ -41,7 +41,8 @@ const (
 // Provider builds labs of network namespaces.
 type Provider struct {
 	Store state.Store
-	// Exe is the k8sguide binary that node proxies and pod servers run as (its hidden `internal` commands).
+	// Exe is the k8sguide binary: the lab's programs (k8sguide-lab, k8sguide-cilium) are looked for beside it, and
+	// it collects a node's snapshot (its hidden `internal collect`).
 	Exe string
 }
 
@@ -60,10 +61,16 @@ func (p *Provider) Name() string { return ProviderName }
 
 // CheckHost says what this machine lacks to run a netns lab with the given dataplane, in one line.
 func CheckHost(d dataplanes.Name) error {
-	if d != dataplanes.EBPF {
-		if err := kubeproxy.Check(d); err != nil {
-			return err
+	// What the proxy needs of the kernel (dataplanes/kubeproxy.Check says the same to its in-process proxiers;
+	// that package links kube-proxy's, which the CLI does not).
+	switch d {
+	case dataplanes.IPVS:
+		if err := ipvs.CheckKernel(); err != nil {
+			return fmt.Errorf("dataplane ipvs: %w", err)
 		}
+	case dataplanes.IPTables, dataplanes.NFTables, dataplanes.EBPF:
+	default:
+		return fmt.Errorf("unknown dataplane %q", d)
 	}
 	if err := checkRoot(); err != nil {
 		return err
@@ -118,6 +125,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err // kube-proxy's configuration would hold it
 	}
 	if err := CheckHost(cfg.Dataplane); err != nil {
+		return err
+	}
+	// The lab's own programs, found before anything is made.
+	prog, err := p.labProgram()
+	if err != nil {
 		return err
 	}
 	var agent string
@@ -211,7 +223,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 
 	argv := func(n lab.Node) []string {
-		return nodecmd.KubeProxyArgv(p.Exe, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
+		return nodecmd.KubeProxyArgv(prog, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
 		objs, err := compileNodes(ctx, st.Nodes, p.Store.Dir(cfg.Name))
@@ -226,7 +238,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		if err = mountBPFFS(st.BPFFS); err != nil {
 			return err
 		}
-		kubeconfig := controlPlaneConfig(p.Store, st.Config, st.Nodes).ProxyKubeconfig()
+		kubeconfig := ControlPlaneConfig(p.Store, st.Config, st.Nodes).ProxyKubeconfig()
 		argv = func(n lab.Node) []string {
 			return p.ebpfProxyArgv(agent, kubeconfig, st.Cgroup, st.Config, n, objs[n.Name])
 		}
@@ -271,7 +283,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 
 func (p *Provider) makeClient(ctx context.Context, labName string) error {
 	ns := lab.ClientName(labName)
-	if err := addNamespace(ctx, ns, labMark(p.Store, labName)); err != nil {
+	if err := AddNamespace(ctx, ns, LabMark(p.Store, labName)); err != nil {
 		return err
 	}
 	for _, args := range [][]string{
@@ -281,7 +293,7 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 		{"-n", ns, "addr", "add", clientIP + "/16", "dev", "br0"},
 		{"-n", ns, "link", "set", "br0", "up"},
 	} {
-		if err := ipCmd(ctx, args...); err != nil {
+		if err := IPCmd(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -291,13 +303,13 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 // makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
 // route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR. An ebpf
 // node has no bridge: its agent makes cilium_host, and each pod gets a veth of its own, as Cilium wires them.
-// addNamespace makes a namespace with its lab's mark; one that could not be marked is removed again.
-func addNamespace(ctx context.Context, ns, mark string) error {
-	if err := ipCmd(ctx, "netns", "add", ns); err != nil {
+// AddNamespace makes a namespace with its lab's mark; one that could not be marked is removed again.
+func AddNamespace(ctx context.Context, ns, mark string) error {
+	if err := IPCmd(ctx, "netns", "add", ns); err != nil {
 		return err
 	}
 	if err := markNamespace(ctx, ns, mark); err != nil {
-		ipCmd(context.Background(), "netns", "del", ns)
+		IPCmd(context.Background(), "netns", "del", ns)
 		return err
 	}
 	return nil
@@ -306,7 +318,7 @@ func addNamespace(ctx context.Context, ns, mark string) error {
 func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.Node) error {
 	client := lab.ClientName(cfg.Name)
 	port := fmt.Sprintf("veth-node%d", i)
-	if err := addNamespace(ctx, n.Name, labMark(p.Store, cfg.Name)); err != nil {
+	if err := AddNamespace(ctx, n.Name, LabMark(p.Store, cfg.Name)); err != nil {
 		return err
 	}
 	cmds := [][]string{
@@ -319,14 +331,14 @@ func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.No
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
 		for _, args := range cmds {
-			if err := ipCmd(ctx, args...); err != nil {
+			if err := IPCmd(ctx, args...); err != nil {
 				return err
 			}
 		}
 		return setSysctls(n.Name, map[string]string{"net/ipv4/ip_forward": "1"})
 	}
 	for _, args := range append(cmds, []string{"-n", n.Name, "link", "add", "cni0", "type", "bridge"}) {
-		if err := ipCmd(ctx, args...); err != nil {
+		if err := IPCmd(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -362,7 +374,7 @@ func (p *Provider) wirePodNetworks(ctx context.Context, st *state.Lab) error {
 			}
 		}
 		for _, args := range cmds {
-			if err := ipCmd(ctx, args...); err != nil {
+			if err := IPCmd(ctx, args...); err != nil {
 				return err
 			}
 		}
@@ -409,7 +421,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("lab %s: its state file (%s) describes lab %q, not this one: left alone; remove the file if it is stale, then run down again", name, p.Store.StatePath(name), st.Config.Name)
 	}
 	// Commands that meet the lab while it goes say so, not that its nodes are sick (removalPath).
-	_ = writeProcRecord(removalPath(p.Store, name), os.Getpid(), "")
+	_ = WriteProcRecord(removalPath(p.Store, name), os.Getpid(), "")
 	if err := p.teardown(ctx, st); err != nil {
 		return err
 	}
@@ -497,7 +509,7 @@ func (p *Provider) teardown(ctx context.Context, st *state.Lab) error {
 		}
 	}
 	for _, ns := range slices.Concat(nodes, pods, client) {
-		if err := removeNamespace(ctx, ns); err != nil {
+		if err := RemoveNamespace(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -554,7 +566,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 
 // proxyPID is the pid of the node's running proxy (0: none runs).
 func (p *Provider) proxyPID(labName, node string) int {
-	return livePID(proxyRecord(p.Store, labName, node))
+	return livePID(ProxyRecord(p.Store, labName, node))
 }
 
 // namespaceOf resolves what `exec` may name: a node or the client, by full or short name (worker2:
@@ -585,7 +597,7 @@ func (p *Provider) namespaceOf(ctx context.Context, st *state.Lab, name, target 
 		if pods, err := cs.CoreV1().Pods(podNS).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod}); err == nil {
 			for _, po := range pods.Items {
 				if po.Status.PodIP != "" {
-					return podNamespace(name, po.UID), po.Spec.NodeName, nil
+					return PodNamespace(name, po.UID), po.Spec.NodeName, nil
 				}
 			}
 		}
@@ -663,9 +675,9 @@ func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 			}
 		}
 		if err := p.waitCluster(ctx, st, "the proxy of "+n.Name, func(ctx context.Context) (bool, error) {
-			if _, err := os.Stat(proxyRecord(p.Store, st.Config.Name, n.Name)); err == nil && p.proxyPID(st.Config.Name, n.Name) == 0 {
-				log := proxyLog(p.Store, st.Config.Name, n.Name)
-				return false, fmt.Errorf("the proxy of %s stopped: %s (log: %s)", n.Name, lastLogLine(log), log)
+			if _, err := os.Stat(ProxyRecord(p.Store, st.Config.Name, n.Name)); err == nil && p.proxyPID(st.Config.Name, n.Name) == 0 {
+				log := ProxyLog(p.Store, st.Config.Name, n.Name)
+				return false, fmt.Errorf("the proxy of %s stopped: %s (log: %s)", n.Name, LastLogLine(log), log)
 			}
 			return ready(ctx)
 		}); err != nil {

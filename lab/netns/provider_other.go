@@ -20,24 +20,5 @@ var errNeedsLinux = errors.New("the netns provider needs Linux (its nodes are th
 // New says the provider needs Linux.
 func New() (lab.Provider, error) { return nil, errNeedsLinux }
 
-// RunKubeProxy says the provider needs Linux.
-func RunKubeProxy(context.Context, []string) error { return errNeedsLinux }
-
 // KernelLabs finds no lab: there are no network namespaces here.
 func KernelLabs(context.Context, state.Store) []string { return nil }
-
-// RunNodeInit says the provider needs Linux.
-func RunNodeInit(context.Context, state.Store, string, string, string, int) error {
-	return errNeedsLinux
-}
-
-// RunNodeAgent says the provider needs Linux.
-func RunNodeAgent(context.Context, state.Store, string, string, string, int) error {
-	return errNeedsLinux
-}
-
-// RunControlPlane says the provider needs Linux.
-func RunControlPlane(context.Context, state.Store, string) error { return errNeedsLinux }
-
-// WritePKI says the provider needs Linux.
-func WritePKI(context.Context, state.Store, string) error { return errNeedsLinux }

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ipCmd runs iproute2's ip with argv (never through a shell) and returns its stderr as the error.
-func ipCmd(ctx context.Context, args ...string) error {
+// IPCmd runs iproute2's ip with argv (never through a shell) and returns its stderr as the error.
+func IPCmd(ctx context.Context, args ...string) error {
 	_, err := ipOutput(ctx, args...)
 	return err
 }
@@ -140,7 +140,7 @@ func startDetached(ns, logPath, cgroup string, argv []string, extra ...*os.File)
 	exited := make(chan struct{})
 	// Reap it if it dies while this command still runs; otherwise init adopts it.
 	go func() { cmd.Wait(); close(exited) }()
-	if err := waitInNamespace(pid, ns, exited); err != nil {
+	if err := WaitInNamespace(pid, ns, exited); err != nil {
 		select {
 		case <-exited: // already reaped: its pid may be someone else's by now
 		default:
@@ -151,11 +151,11 @@ func startDetached(ns, logPath, cgroup string, argv []string, extra ...*os.File)
 	return pid, nil
 }
 
-// waitInNamespace waits until pid has entered namespace ns. Until then the child is nsenter still in this
+// WaitInNamespace waits until pid has entered namespace ns. Until then the child is nsenter still in this
 // namespace, and a teardown that lists the namespace's processes (an interrupted up) would miss it: nsenter would
 // then enter the deleted namespace through the descriptor it already holds and run the daemon there, out of
 // reach (a CI run left a Cilium agent behind this way).
-func waitInNamespace(pid int, ns string, exited <-chan struct{}) error {
+func WaitInNamespace(pid int, ns string, exited <-chan struct{}) error {
 	var want unix.Stat_t
 	if err := unix.Stat(nsPath(ns), &want); err != nil {
 		return err
@@ -179,8 +179,8 @@ func waitInNamespace(pid int, ns string, exited <-chan struct{}) error {
 	}
 }
 
-// inNamespace tells whether pid's network namespace is ns.
-func inNamespace(pid int, ns string) bool {
+// ProcessInNamespace tells whether pid's network namespace is ns.
+func ProcessInNamespace(pid int, ns string) bool {
 	var want, got unix.Stat_t
 	return unix.Stat(nsPath(ns), &want) == nil && unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &got) == nil &&
 		got.Dev == want.Dev && got.Ino == want.Ino
@@ -201,9 +201,9 @@ func namespacePids(ctx context.Context, ns string) ([]int, error) {
 	return pids, nil
 }
 
-// removeNamespace stops every process in a namespace (TERM, then KILL) and deletes the namespace; its veths and
+// RemoveNamespace stops every process in a namespace (TERM, then KILL) and deletes the namespace; its veths and
 // bridges go with it. A namespace that does not exist is not an error.
-func removeNamespace(ctx context.Context, ns string) error {
+func RemoveNamespace(ctx context.Context, ns string) error {
 	if !nsExists(ns) {
 		return nil
 	}
@@ -227,7 +227,7 @@ func removeNamespace(ctx context.Context, ns string) error {
 		time.Sleep(10 * time.Millisecond)
 		pids, _ = namespacePids(ctx, ns)
 	}
-	if err := ipCmd(ctx, "netns", "del", ns); err != nil && nsExists(ns) {
+	if err := IPCmd(ctx, "netns", "del", ns); err != nil && nsExists(ns) {
 		return err
 	}
 	return nil

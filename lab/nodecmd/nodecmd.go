@@ -45,12 +45,31 @@ type Handlers struct {
 	PKI          func(ctx context.Context, labName string) error
 }
 
-// NewCommand returns the hidden command group.
+// NewCommand returns the hidden command group: pod-server and connect, and each command whose handler h has.
+// The CLI has the ones it runs in a node itself (collect, kernel-trace); k8sguide-lab, the program a netns
+// lab's namespaces run, has them all.
 func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
 	cmd := &cobra.Command{Use: Group, Hidden: true, Short: "processes k8sguide runs inside a lab's nodes and pods"}
-	cmd.AddCommand(kubeProxyCommand(h.KubeProxy), podServerCommand(), collectCommand(streams, h.Collect),
-		kernelTraceCommand(streams, h.KernelTrace), connectCommand(streams), nodeAgentCommand("node-init", h.NodeInit), nodeAgentCommand("node-agent", h.NodeAgent),
-		labCommand("control-plane", h.ControlPlane), labCommand("pki", h.PKI))
+	cmd.AddCommand(podServerCommand(), connectCommand(streams))
+	if h.Collect != nil {
+		cmd.AddCommand(collectCommand(streams, h.Collect))
+	}
+	if h.KernelTrace != nil {
+		cmd.AddCommand(kernelTraceCommand(streams, h.KernelTrace))
+	}
+	if h.KubeProxy != nil {
+		cmd.AddCommand(kubeProxyCommand(h.KubeProxy))
+	}
+	for name, run := range map[string]func(ctx context.Context, labName, node string, apiListenerFD int) error{"node-init": h.NodeInit, "node-agent": h.NodeAgent} {
+		if run != nil {
+			cmd.AddCommand(nodeAgentCommand(name, run))
+		}
+	}
+	for name, run := range map[string]func(ctx context.Context, labName string) error{"control-plane": h.ControlPlane, "pki": h.PKI} {
+		if run != nil {
+			cmd.AddCommand(labCommand(name, run))
+		}
+	}
 	return cmd
 }
 

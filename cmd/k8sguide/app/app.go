@@ -22,11 +22,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/k8sguide/k8sguide/cmd/internal/nodecommands"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/deploy"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/down"
 	execcmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/exec"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/get"
-	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/internal"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/kubectl"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/lb"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/nodeip"
@@ -66,7 +66,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		tracecmd.NewCommand(streams),
 		compare.NewCommand(streams),
 		lb.NewCommand(streams),
-		internal.NewCommand(streams),
+		nodecommands.NewCommand(streams),
 	)
 	// A lab name is checked where it enters, whatever the command: it names namespaces, nodes and files, and one
 	// with a newline or an escape sequence would reach the terminal and the kernel as it is.

@@ -1,17 +1,14 @@
-// Package kubectl implements `k8sguide kubectl ARGS...`: the kubectl built from k8s.io/kubectl, pointed at a
-// lab's apiserver, so that the guide's own commands work without installing anything.
+// Package kubectl implements `k8sguide kubectl ARGS...`: the kubectl built from k8s.io/kubectl (in k8sguide-lab,
+// so that the CLI does not link it), pointed at a lab's apiserver, so that the guide's own commands work
+// without installing anything.
 package kubectl
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/exec"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/component-base/cli"
-	kubectlcmd "k8s.io/kubectl/pkg/cmd"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
@@ -52,7 +49,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return run(file.Name(), args, streams)
+			return run(cmd.Context(), file.Name(), args, streams)
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
@@ -61,41 +58,20 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	return cmd
 }
 
-// exitStatus is kubectl's exit status once it has printed its own error.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("kubectl exited with status %d", int(e)) }
-func (e exitStatus) ExitCode() int { return int(e) }
-
-// run runs kubectl as its main does, with its fatal errors (which exit the process) turned into an exit status
-// returned here, so that the temporary kubeconfig is removed.
-func run(kubeconfig string, args []string, streams lab.Streams) (err error) {
-	io := genericiooptions.IOStreams{In: streams.In, Out: streams.Out, ErrOut: streams.Err}
-	configFlags := genericclioptions.NewConfigFlags(true).WithDeprecatedPasswordFlag().WithDiscoveryBurst(300).WithDiscoveryQPS(50.0).WithWarningPrinter(io)
-	configFlags.KubeConfig = &kubeconfig
-	kc := kubectlcmd.NewKubectlCommand(kubectlcmd.KubectlOptions{Arguments: append([]string{"kubectl"}, args...), ConfigFlags: configFlags, IOStreams: io})
-	kc.SetArgs(args)
-	defer func() {
-		if r := recover(); r != nil {
-			code, ok := r.(exitStatus)
-			if !ok {
-				panic(r)
-			}
-			err = code
-		}
-		cmdutil.DefaultBehaviorOnFatal()
-	}()
-	cmdutil.BehaviorOnFatal(func(msg string, code int) {
-		if msg != "" {
-			fmt.Fprint(streams.Err, msg)
-			if msg[len(msg)-1] != '\n' {
-				fmt.Fprintln(streams.Err)
-			}
-		}
-		panic(exitStatus(code))
-	})
-	if err := cli.RunNoErrOutput(kc); err != nil {
-		cmdutil.CheckErr(err)
+// run runs kubectl (k8sguide-lab's, kubectl's own main) against the lab of kubeconfig. Its exit status, once it
+// has printed its own error, is the command's (exec.ExitError's ExitCode); the temporary kubeconfig is removed
+// when it ends.
+func run(ctx context.Context, kubeconfig string, args []string, streams lab.Streams) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
 	}
-	return nil
+	prog, err := lab.FindLabProgram(self)
+	if err != nil {
+		return err
+	}
+	kc := exec.CommandContext(ctx, prog, append([]string{lab.LabKubectl}, args...)...)
+	kc.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	kc.Stdin, kc.Stdout, kc.Stderr = streams.In, streams.Out, streams.Err
+	return kc.Run()
 }

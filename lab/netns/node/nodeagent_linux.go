@@ -1,4 +1,4 @@
-package netns
+package node
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/k8sguide/k8sguide/lab/controlplane/server"
+	"github.com/k8sguide/k8sguide/lab/netns"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -48,19 +50,6 @@ const (
 	apiServerWaitInterval = 100 * time.Millisecond
 )
 
-// controlPlaneConfig is the control plane of a lab: its files beside the lab's state, on the first node.
-func controlPlaneConfig(store state.Store, cfg lab.Config, nodes []lab.Node) controlplane.Config {
-	return controlplane.Config{
-		Dir:              store.Dir(cfg.Name) + "/control-plane",
-		ClusterName:      cfg.Name,
-		NodeName:         nodes[0].Name,
-		AdvertiseAddress: nodes[0].IP,
-		ServiceSubnet:    lab.ServiceSubnet,
-		PodSubnet:        lab.PodSubnet,
-		NodePortRange:    cfg.NodePortRange,
-	}
-}
-
 // WritePKI is `internal pki`: kubeadm's certificates and kubeconfigs for a lab being created.
 func WritePKI(ctx context.Context, store state.Store, labName string) error {
 	st, err := store.Read(labName)
@@ -71,7 +60,7 @@ func WritePKI(ctx context.Context, store state.Store, labName string) error {
 	for i, n := range st.Nodes {
 		names[i] = n.Name
 	}
-	return controlplane.WritePKI(controlPlaneConfig(store, st.Config, st.Nodes), names)
+	return server.WritePKI(netns.ControlPlaneConfig(store, st.Config, st.Nodes), names)
 }
 
 // RunControlPlane is `internal control-plane`, run by the control-plane node's agent.
@@ -80,7 +69,7 @@ func RunControlPlane(ctx context.Context, store state.Store, labName string) err
 	if err != nil {
 		return err
 	}
-	return controlplane.Run(ctx, controlPlaneConfig(store, st.Config, st.Nodes))
+	return server.Run(ctx, netns.ControlPlaneConfig(store, st.Config, st.Nodes))
 }
 
 // RunNodeAgent is a node's agent, in the place of kind's kubelet: it registers the Node (addresses, capacity,
@@ -94,7 +83,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	if err != nil {
 		return err
 	}
-	cp := controlPlaneConfig(store, st.Config, st.Nodes)
+	cp := netns.ControlPlaneConfig(store, st.Config, st.Nodes)
 	logger := klog.FromContext(ctx).WithValues("node", nodeName)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -103,7 +92,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 		if err != nil {
 			return err
 		}
-		go supervise(ctx, store, labName, "control plane", nodecmd.ControlPlaneArgv(exe, labName), store.Dir(labName)+"/control-plane.log", controlPlaneRecord(store, labName), ready.lost)
+		go supervise(ctx, store, labName, "control plane", nodecmd.ControlPlaneArgv(exe, labName), store.Dir(labName)+"/control-plane.log", netns.ControlPlaneRecord(store, labName), ready.lost)
 		if apiListenerFD >= 0 {
 			f := os.NewFile(uintptr(apiListenerFD), "apiserver")
 			l, err := net.FileListener(f)
@@ -180,21 +169,21 @@ func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
 // agent: a process recordPath names that still runs (the agent restarted) is adopted, not started again.
 func supervise(ctx context.Context, store state.Store, labName, what string, argv []string, logPath, recordPath string, onExit func(restartIn time.Duration)) {
 	logger := klog.FromContext(ctx).WithValues("process", what)
-	backoff := containerBackoff()
-	status, _ := readProcStatus(recordPath)
+	backoff := netns.ContainerBackoff()
+	status, _ := netns.ReadProcStatus(recordPath)
 	for ctx.Err() == nil {
 		began := time.Now()
 		err := runSupervised(ctx, store, labName, logger, argv, logPath, recordPath)
 		if ctx.Err() != nil {
 			return
 		}
-		d := backoff.delay(time.Since(began))
+		d := backoff.Delay(time.Since(began))
 		if onExit != nil {
 			onExit(d)
 		}
 		at := time.Now().Add(d)
-		status = procStatus{Restarts: status.Restarts + 1, LastExit: fmt.Sprint(err), LastLog: lastLogLine(logPath), RestartAt: &at}
-		writeJSON(procStatusPath(recordPath), status)
+		status = netns.ProcStatus{Restarts: status.Restarts + 1, LastExit: fmt.Sprint(err), LastLog: netns.LastLogLine(logPath), RestartAt: &at}
+		netns.WriteJSON(netns.ProcStatusPath(recordPath), status)
 		logger.Error(err, "exited; starting it again", "after", d)
 		select {
 		case <-ctx.Done():
@@ -207,8 +196,8 @@ func supervise(ctx context.Context, store state.Store, labName, what string, arg
 // runSupervised runs argv once (or adopts the running process recordPath names), until it exits or ctx ends
 // (then it is asked to stop, with SIGTERM).
 func runSupervised(ctx context.Context, store state.Store, labName string, logger klog.Logger, argv []string, logPath, recordPath string) error {
-	if rec, ok := liveRecord(recordPath); ok {
-		if exited, err := watchExit(store, labName, rec.PID, rec.Start); err == nil {
+	if rec, ok := netns.LiveRecord(recordPath); ok {
+		if exited, err := netns.WatchExit(store, labName, rec.PID, rec.Start); err == nil {
 			logger.Info("adopted", "pid", rec.PID)
 			select {
 			case code := <-exited:
@@ -231,7 +220,7 @@ func runSupervised(ctx context.Context, store state.Store, labName string, logge
 		return err
 	}
 	logger.Info("started", "pid", cmd.Process.Pid)
-	if err := writeProcRecord(recordPath, cmd.Process.Pid, ""); err != nil {
+	if err := netns.WriteProcRecord(recordPath, cmd.Process.Pid, ""); err != nil {
 		logger.Error(err, "recording the process")
 	}
 	done := make(chan error, 1)
@@ -245,35 +234,10 @@ func runSupervised(ctx context.Context, store state.Store, labName string, logge
 	return err
 }
 
-// proxyManifest is where `up` writes the command line of a node's proxy, once the node can run it (the ebpf
-// dataplane's needs the node's compiled datapath): the lab's static pod manifest for it.
-func proxyManifest(store state.Store, labName, node string) string {
-	return filepath.Join(store.Dir(labName), "proxy-"+node+".json")
-}
-
-func proxyLog(store state.Store, labName, node string) string {
-	return filepath.Join(store.Dir(labName), "proxy-"+node+".log")
-}
-
-// proxyRecord is the record of the node's running proxy.
-func proxyRecord(store state.Store, labName, node string) string {
-	return procRecordPath(store, labName, "proxy-"+node)
-}
-
-// controlPlaneRecord is the record of the running control plane.
-func controlPlaneRecord(store state.Store, labName string) string {
-	return procRecordPath(store, labName, "control-plane")
-}
-
-// writeProxyManifest hands a node's agent its proxy's command line.
-func writeProxyManifest(store state.Store, labName, node string, argv []string) error {
-	return writeJSON(proxyManifest(store, labName, node), argv)
-}
-
 // runProxy waits for the node's proxy manifest and then keeps the proxy running, as the kubelet keeps the
 // kube-proxy (or cilium-agent) pod of its node.
 func runProxy(ctx context.Context, store state.Store, labName, node string) {
-	path := proxyManifest(store, labName, node)
+	path := netns.ProxyManifest(store, labName, node)
 	var argv []string
 	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		data, err := os.ReadFile(path)
@@ -287,7 +251,7 @@ func runProxy(ctx context.Context, store state.Store, labName, node string) {
 		}
 		return
 	}
-	supervise(ctx, store, labName, "proxy", argv, proxyLog(store, labName, node), proxyRecord(store, labName, node), nil)
+	supervise(ctx, store, labName, "proxy", argv, netns.ProxyLog(store, labName, node), netns.ProxyRecord(store, labName, node), nil)
 }
 
 // readinessWait bounds how long a connection to the host's port waits for an apiserver that is not ready: less

@@ -1,4 +1,4 @@
-package netns
+package node
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/k8sguide/k8sguide/lab/netns"
+
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
@@ -19,30 +21,9 @@ import (
 
 // A netns node's init: what PID 1 of a kind node's container (systemd) is to its kubelet. `up` starts it
 // detached in the node's namespace; it starts the node's agent and starts it again whenever it dies, backed off
-// (agentBackoff), and, as a child subreaper, adopts and reaps whatever the agent started (the control plane, the
+// (netns.AgentBackoff), and, as a child subreaper, adopts and reaps whatever the agent started (the control plane, the
 // proxy, the pods' servers), which so outlive an agent that was killed and are taken over by the next one. It
 // does nothing else, so that there is little in it to fail.
-
-// initStatus is what a node's init tells commands about its agent.
-type initStatus struct {
-	// AgentPID is the running agent's pid (0 while it is down).
-	AgentPID int `json:"agentPID"`
-	// Restarts counts the agent's restarts since the node started.
-	Restarts int `json:"restarts"`
-	// LastExit is how the last agent ended ("" if none has).
-	LastExit string `json:"lastExit,omitempty"`
-	// RestartAt is when the init starts the agent again, while it is down.
-	RestartAt *time.Time `json:"restartAt,omitempty"`
-}
-
-func initStatusPath(store state.Store, labName, node string) string {
-	return filepath.Join(store.Dir(labName), "init-"+node+".json")
-}
-
-func readInitStatus(store state.Store, labName, node string) (initStatus, bool) {
-	var s initStatus
-	return s, readJSON(initStatusPath(store, labName, node), &s)
-}
 
 // RunNodeInit is `internal node-init`: it runs the node's agent until ctx ends (SIGTERM), then stops it.
 // apiListenerFD is the host's apiserver socket, handed on to every agent it starts, or -1.
@@ -58,9 +39,9 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 		files = []*os.File{os.NewFile(uintptr(apiListenerFD), "apiserver")}
 	}
 	argv := nodecmd.NodeAgentArgv(exe, labName, node, apiListenerFD >= 0)
-	statusPath := initStatusPath(store, labName, node)
+	statusPath := netns.InitStatusPath(store, labName, node)
 	logPath := filepath.Join(store.Dir(labName), "agent-"+node+".log")
-	if err := os.MkdirAll(procDir(store, labName), 0o700); err != nil {
+	if err := os.MkdirAll(netns.ProcDir(store, labName), 0o700); err != nil {
 		return err
 	}
 
@@ -69,8 +50,8 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 	reaped := make(chan reapedChild, 16)
 	go reapChildren(reaped)
 
-	var status initStatus
-	backoff := agentBackoff()
+	var status netns.InitStatus
+	backoff := netns.AgentBackoff()
 	for {
 		pid, err := startAgent(argv, logPath, files)
 		if err != nil {
@@ -78,7 +59,7 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 		}
 		began := time.Now()
 		status.AgentPID, status.RestartAt = pid, nil
-		writeJSON(statusPath, status)
+		netns.WriteJSON(statusPath, status)
 		logger.Info("agent started", "pid", pid)
 		var how string
 	wait:
@@ -96,17 +77,17 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 				if c.pid != pid {
 					// An orphan: what the agent started, left when it died. Its next agent watches it and
 					// learns its code here.
-					os.WriteFile(exitRecordPath(store, labName, c.pid), []byte(strconv.Itoa(c.code)), 0o600)
+					os.WriteFile(netns.ExitRecordPath(store, labName, c.pid), []byte(strconv.Itoa(c.code)), 0o600)
 					continue
 				}
 				how = c.how
 				break wait
 			}
 		}
-		d := backoff.delay(time.Since(began))
+		d := backoff.Delay(time.Since(began))
 		at := time.Now().Add(d)
 		status.AgentPID, status.Restarts, status.LastExit, status.RestartAt = 0, status.Restarts+1, how, &at
-		writeJSON(statusPath, status)
+		netns.WriteJSON(statusPath, status)
 		logger.Info("agent exited; starting it again", "how", how, "after", d)
 		timer := time.NewTimer(d)
 	sleep:
@@ -116,7 +97,7 @@ func RunNodeInit(ctx context.Context, store state.Store, exe, labName, node stri
 				timer.Stop()
 				return nil
 			case c := <-reaped:
-				os.WriteFile(exitRecordPath(store, labName, c.pid), []byte(strconv.Itoa(c.code)), 0o600)
+				os.WriteFile(netns.ExitRecordPath(store, labName, c.pid), []byte(strconv.Itoa(c.code)), 0o600)
 			case <-timer.C:
 				break sleep
 			}

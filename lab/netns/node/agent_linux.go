@@ -1,4 +1,4 @@
-package netns
+package node
 
 import (
 	"github.com/k8sguide/k8sguide/lab"

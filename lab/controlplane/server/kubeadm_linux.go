@@ -1,11 +1,11 @@
-package controlplane
+package server
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
@@ -16,12 +16,6 @@ import (
 	configutil "k8s.io/kubernetes/cmd/kubeadm/app/util/config"
 )
 
-// KubernetesVersion is the version of the control plane built into k8sguide (k8s.io/kubernetes in go.mod).
-const KubernetesVersion = "v1.36.4"
-
-// Port is where the apiserver listens on the control-plane node, as on kind.
-const Port = 6443
-
 // etcdURL is the embedded etcd's client address: the control-plane node's loopback, in its own namespace. kind's
 // etcd speaks TLS there; this one speaks plain HTTP, as nothing but the apiserver in the same process can reach it.
 const (
@@ -29,70 +23,22 @@ const (
 	etcdPeerURL = "http://127.0.0.1:2380"
 )
 
-// Config is one lab's control plane.
-type Config struct {
-	// Dir holds everything the control plane keeps: pki/, etcd/ and the kubeconfigs.
-	Dir              string
-	ClusterName      string
-	NodeName         string // the control-plane node
-	AdvertiseAddress string // the control-plane node's address: where the apiserver listens and what it advertises
-	ServiceSubnet    string
-	PodSubnet        string
-	NodePortRange    string
-}
-
-// The files of Dir.
-func (c Config) PKIDir() string  { return filepath.Join(c.Dir, "pki") }
-func (c Config) EtcdDir() string { return filepath.Join(c.Dir, "etcd") }
-
-// AdminKubeconfig is kubeadm's admin.conf: the kubeadm:cluster-admins group, bound to cluster-admin at bootstrap.
-func (c Config) AdminKubeconfig() string {
-	return filepath.Join(c.Dir, kubeadmconstants.AdminKubeConfigFileName)
-}
-
-// SuperAdminKubeconfig is kubeadm's super-admin.conf (system:masters), used once to bind the admins' group.
-func (c Config) SuperAdminKubeconfig() string {
-	return filepath.Join(c.Dir, kubeadmconstants.SuperAdminKubeConfigFileName)
-}
-
-// NodeKubeconfig is the kubelet.conf of a node: user system:node:NAME in group system:nodes, which the apiserver's
-// Node authorizer and NodeRestriction admission hold to its own Node, Lease and Pods.
-func (c Config) NodeKubeconfig(node string) string {
-	return filepath.Join(c.Dir, "kubelet-"+node+".conf")
-}
-
-// ProxyKubeconfig is kube-proxy's: user system:kube-proxy, which Kubernetes' bootstrap policy binds to the
-// system:node-proxier role (kubeadm gives kube-proxy a ServiceAccount token with the same role instead; a
-// certificate needs no token controller before the node's proxy can start).
-func (c Config) ProxyKubeconfig() string { return filepath.Join(c.Dir, "kube-proxy.conf") }
-
-func (c Config) controllerManagerKubeconfig() string {
-	return filepath.Join(c.Dir, kubeadmconstants.ControllerManagerKubeConfigFileName)
-}
-
-func (c Config) schedulerKubeconfig() string {
-	return filepath.Join(c.Dir, kubeadmconstants.SchedulerKubeConfigFileName)
-}
-
-// Server is the apiserver's address as the lab's nodes reach it.
-func (c Config) Server() string { return "https://" + c.AdvertiseAddress + ":" + strconv.Itoa(Port) }
-
 // kubeadm is the InitConfiguration `kubeadm init` would get from kind for this lab, with the differences a
 // one-process control plane needs: an external (embedded, plain-HTTP) etcd, files under Dir instead of
 // /etc/kubernetes, and the start-up costs turned off (see the ExtraArgs).
-func (c Config) kubeadm() (*kubeadmapi.InitConfiguration, error) {
+func kubeadmConfig(c controlplane.Config) (*kubeadmapi.InitConfiguration, error) {
 	cfg, err := configutil.DefaultedStaticInitConfiguration()
 	if err != nil {
 		return nil, err
 	}
-	cfg.KubernetesVersion = KubernetesVersion
+	cfg.KubernetesVersion = controlplane.KubernetesVersion
 	cfg.ClusterName = c.ClusterName
 	cfg.CertificatesDir = c.PKIDir()
 	// ECDSA keys, as kubeadm offers (encryptionAlgorithm: ECDSA-P256): a dozen RSA-2048 keys cost about a second
 	// of `up` on two cores.
 	cfg.EncryptionAlgorithm = kubeadmapi.EncryptionAlgorithmECDSAP256
-	cfg.LocalAPIEndpoint = kubeadmapi.APIEndpoint{AdvertiseAddress: c.AdvertiseAddress, BindPort: Port}
-	cfg.ControlPlaneEndpoint = fmt.Sprintf("%s:%d", c.AdvertiseAddress, Port)
+	cfg.LocalAPIEndpoint = kubeadmapi.APIEndpoint{AdvertiseAddress: c.AdvertiseAddress, BindPort: controlplane.Port}
+	cfg.ControlPlaneEndpoint = fmt.Sprintf("%s:%d", c.AdvertiseAddress, controlplane.Port)
 	cfg.NodeRegistration.Name = c.NodeName
 	cfg.Networking.ServiceSubnet = c.ServiceSubnet
 	cfg.Networking.PodSubnet = c.PodSubnet
@@ -105,7 +51,7 @@ func (c Config) kubeadm() (*kubeadmapi.InitConfiguration, error) {
 		// seconds the lab's nodes spend refused.
 		{Name: "shutdown-delay-duration", Value: "0s"},
 	}
-	cfg.ControllerManager.ExtraArgs = append(kubeconfigArgs(c.controllerManagerKubeconfig()),
+	cfg.ControllerManager.ExtraArgs = append(kubeconfigArgs(c.ControllerManagerKubeconfig()),
 		// One replica: without leader election a restarted controller-manager starts at once instead of
 		// waiting out its predecessor's lease (15 s).
 		kubeadmapi.Arg{Name: "leader-elect", Value: "false"},
@@ -121,7 +67,7 @@ func (c Config) kubeadm() (*kubeadmapi.InitConfiguration, error) {
 		kubeadmapi.Arg{Name: "kube-api-qps", Value: "200"},
 		kubeadmapi.Arg{Name: "kube-api-burst", Value: "400"},
 	)
-	cfg.Scheduler.ExtraArgs = append(kubeconfigArgs(c.schedulerKubeconfig()),
+	cfg.Scheduler.ExtraArgs = append(kubeconfigArgs(c.SchedulerKubeconfig()),
 		kubeadmapi.Arg{Name: "leader-elect", Value: "false"})
 	return cfg, nil
 }
@@ -138,8 +84,8 @@ func kubeconfigArgs(path string) []kubeadmapi.Arg {
 
 // Commands are the command lines of kube-apiserver, kube-controller-manager and kube-scheduler, as kubeadm writes
 // them into kind's static pod manifests (argv[0] is the component's name).
-func (c Config) Commands() (apiserver, controllerManager, scheduler []string, err error) {
-	cfg, err := c.kubeadm()
+func Commands(c controlplane.Config) (apiserver, controllerManager, scheduler []string, err error) {
+	cfg, err := kubeadmConfig(c)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -153,8 +99,8 @@ func (c Config) Commands() (apiserver, controllerManager, scheduler []string, er
 // front-proxy CA, the service-account keys, admin.conf, super-admin.conf, the controller-manager's and the
 // scheduler's kubeconfigs, a kubelet.conf per node and kube-proxy's kubeconfig. kubeadm reports each file on
 // stdout.
-func WritePKI(c Config, nodes []string) error {
-	cfg, err := c.kubeadm()
+func WritePKI(c controlplane.Config, nodes []string) error {
+	cfg, err := kubeadmConfig(c)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,9 @@
-package netns
+package node
 
 import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -12,13 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/k8sguide/k8sguide/lab/netns"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,43 +50,8 @@ import (
 // so), readiness (the pod's own readinessProbe, by the kubelet's own probers), the pod's status, restarts by
 // restartPolicy with the kubelet's back-off, and teardown when the pod is deleted.
 
-// The kubelet's container restart back-off: 10 s doubling to 5 min, forgotten after 10 min of running.
-const (
-	restartBackoff     = 10 * time.Second
-	restartBackoffMax  = 5 * time.Minute
-	restartBackoffIdle = 10 * time.Minute
-	// startTimeout bounds the wait for a started pod server to listen (an emulated CPU is slow).
-	startTimeout = time.Minute
-)
-
-// podNamespace is the network namespace of a pod of lab labName: named after the pod's UID (pod names repeat
-// across Kubernetes namespaces and over time), so it is recognisably the lab's and nothing else's.
-func podNamespace(labName string, uid types.UID) string { return labName + "-pod-" + string(uid) }
-
-// podNamespacePattern matches the pod namespaces of lab labName and nothing else: a UID is 36 characters of hex
-// and dashes, and no lab name is long enough to make "LAB-pod-" + 36 characters one of another lab's node names.
-func podNamespacePattern(labName string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(labName) + `-pod-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-}
-
-// podNamespaces lists the pod namespaces of a lab that exist now.
-func podNamespaces(labName string) ([]string, error) {
-	entries, err := os.ReadDir(netnsDir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	re := podNamespacePattern(labName)
-	var out []string
-	for _, e := range entries {
-		if re.MatchString(e.Name()) {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
+// startTimeout bounds the wait for a started pod server to listen (an emulated CPU is slow).
+const startTimeout = time.Minute
 
 // podRunner runs the pods bound to one node.
 type podRunner struct {
@@ -214,15 +179,15 @@ func (r *podRunner) update(ctx context.Context, pod *v1.Pod) {
 
 // serverRecord is the record of a pod's running server on this node.
 func (r *podRunner) serverRecord(uid types.UID) string {
-	return procRecordPath(r.store, r.labName, r.node.Name+"/pod-"+string(uid))
+	return netns.ProcRecordPath(r.store, r.labName, r.node.Name+"/pod-"+string(uid))
 }
 
 // liveServer is the pod server a previous agent of this node started for pod uid, if it still runs in the
 // pod's namespace.
-func (r *podRunner) liveServer(uid types.UID) (procRecord, bool) {
-	rec, ok := liveRecord(r.serverRecord(uid))
-	if !ok || !inNamespace(rec.PID, podNamespace(r.labName, uid)) {
-		return procRecord{}, false
+func (r *podRunner) liveServer(uid types.UID) (netns.ProcRecord, bool) {
+	rec, ok := netns.LiveRecord(r.serverRecord(uid))
+	if !ok || !netns.ProcessInNamespace(rec.PID, netns.PodNamespace(r.labName, uid)) {
+		return netns.ProcRecord{}, false
 	}
 	return rec, true
 }
@@ -274,7 +239,7 @@ func (r *podRunner) known(uid types.UID) bool {
 // sweep removes what a previous agent left of a pod that no longer runs here: its server, its namespace, its
 // address and record.
 func (r *podRunner) sweep(ctx context.Context, uid types.UID) {
-	if err := removeNamespace(ctx, podNamespace(r.labName, uid)); err != nil {
+	if err := netns.RemoveNamespace(ctx, netns.PodNamespace(r.labName, uid)); err != nil {
 		r.logger.Error(err, "removing a deleted pod's namespace", "uid", uid)
 		return
 	}
@@ -401,7 +366,7 @@ type podWorker struct {
 	started metav1.Time
 	pid     int // the running pod server's
 	// adopted is the pod server a previous agent started, still running, which this worker takes over.
-	adopted  *procRecord
+	adopted  *netns.ProcRecord
 	restarts int32
 	last     *v1.ContainerStateTerminated
 }
@@ -409,7 +374,7 @@ type podWorker struct {
 // run is the pod's life on this node. It returns once the pod is torn down.
 func (w *podWorker) run(ctx context.Context, pod *v1.Pod) {
 	w.pod = pod
-	w.netns = podNamespace(w.r.labName, pod.UID)
+	w.netns = netns.PodNamespace(w.r.labName, pod.UID)
 	defer w.teardown()
 	if pod.Spec.HostNetwork {
 		w.r.recorder.Event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "hostNetwork pods do not run in a netns lab: its pods are network namespaces of their own")
@@ -472,10 +437,10 @@ func (w *podWorker) start(ctx context.Context) error {
 		return err
 	}
 	// Whatever a previous agent left of this pod goes first.
-	if err := removeNamespace(ctx, w.netns); err != nil {
+	if err := netns.RemoveNamespace(ctx, w.netns); err != nil {
 		return err
 	}
-	if err := addNamespace(ctx, w.netns, labMark(w.r.store, w.r.labName)); err != nil {
+	if err := netns.AddNamespace(ctx, w.netns, netns.LabMark(w.r.store, w.r.labName)); err != nil {
 		return err
 	}
 	sum := sha1.Sum([]byte(w.pod.UID))
@@ -494,7 +459,7 @@ func (w *podWorker) start(ctx context.Context) error {
 			{"-n", w.netns, "route", "add", gw.Addr().String(), "dev", "eth0", "scope", "link"},
 			{"-n", w.netns, "route", "add", "default", "via", gw.Addr().String(), "dev", "eth0"},
 		} {
-			if err := ipCmd(ctx, args...); err != nil {
+			if err := netns.IPCmd(ctx, args...); err != nil {
 				return err
 			}
 		}
@@ -516,7 +481,7 @@ func (w *podWorker) start(ctx context.Context) error {
 		// neighbour entry times out (probes and traffic would go to nobody until then).
 		{"-n", node, "neigh", "flush", "to", ip.String()},
 	} {
-		if err := ipCmd(ctx, args...); err != nil {
+		if err := netns.IPCmd(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -555,7 +520,7 @@ func ports(pod *v1.Pod) (tcp, udp []int) {
 // runContainers runs the pod's server, restarts it as restartPolicy says, and keeps the pod's status, until the
 // pod is deleted (or the agent stops).
 func (w *podWorker) runContainers(ctx context.Context) {
-	backoff := containerBackoff()
+	backoff := netns.ContainerBackoff()
 	for {
 		began := time.Now()
 		var exited <-chan int
@@ -563,7 +528,7 @@ func (w *podWorker) runContainers(ctx context.Context) {
 		var err error
 		if w.adopted != nil {
 			pid = w.adopted.PID
-			exited, err = watchExit(w.r.store, w.r.labName, pid, w.adopted.Start)
+			exited, err = netns.WatchExit(w.r.store, w.r.labName, pid, w.adopted.Start)
 			w.adopted = nil
 			if t := runningSince(w.pod); !t.IsZero() {
 				began = t
@@ -597,7 +562,7 @@ func (w *podWorker) runContainers(ctx context.Context) {
 		// Back off as the kubelet does: the first restart at once, then 10 s doubling to 5 min; a container
 		// that ran for 10 min starts the count again.
 		w.restarts++
-		if backoff := backoff.delay(time.Since(began)); backoff > 0 {
+		if backoff := backoff.Delay(time.Since(began)); backoff > 0 {
 			w.writeStatus(ctx, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 				Message: fmt.Sprintf("back-off %s restarting failed container", backoff)}}, false)
 			w.r.recorder.Eventf(w.pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
@@ -635,10 +600,10 @@ func (w *podWorker) startServer() (<-chan int, int, error) {
 	}()
 	// `ip netns exec` becomes the server (same pid); until it has entered the pod's namespace a teardown would
 	// not find it there, nor would the next agent adopt it.
-	if err := waitInNamespace(pid, w.netns, gone); err != nil {
+	if err := netns.WaitInNamespace(pid, w.netns, gone); err != nil {
 		return nil, 0, fmt.Errorf("the pod server: %w", err)
 	}
-	if err := writeProcRecord(w.r.serverRecord(w.uid), pid, w.ip.String()); err != nil {
+	if err := netns.WriteProcRecord(w.r.serverRecord(w.uid), pid, w.ip.String()); err != nil {
 		w.logger.Error(err, "recording the pod server")
 	}
 	return exited, pid, nil
@@ -709,7 +674,7 @@ func (w *podWorker) stopServer(pid int, exited <-chan int, grace *int64) {
 func (w *podWorker) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := removeNamespace(ctx, w.netns); err != nil {
+	if err := netns.RemoveNamespace(ctx, w.netns); err != nil {
 		w.logger.Error(err, "removing the pod's namespace")
 		return // keep the address: something still holds it
 	}

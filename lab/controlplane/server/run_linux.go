@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"net/http"
 	"net/url"
 	"os"
@@ -39,13 +40,13 @@ import (
 // it is ready the controller-manager and the scheduler, each from the command line kubeadm writes for it. The
 // process is the unit of stopping (the controller-manager and the scheduler do not all honour ctx), so the caller
 // exits when Run returns, and whoever supervises the process starts it again.
-func Run(ctx context.Context, c Config) error {
+func Run(ctx context.Context, c controlplane.Config) error {
 	// The three components each apply the process-wide logging configuration, the same one.
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 	// Their own clients would warn about the deprecated APIs they watch on purpose.
 	restclient.SetDefaultWarningHandler(restclient.NoWarnings{})
 
-	apiserver, controllerManager, scheduler, err := c.Commands()
+	apiserver, controllerManager, scheduler, err := Commands(c)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func component(name string, err error) error {
 // startEtcd starts a single-member etcd on the node's loopback with its data under Dir, so a restarted control
 // plane finds the cluster as it was. The lab lives on tmpfs or throwaway disk: fsync buys nothing there and costs
 // start-up time (etcd's own UnsafeNoFsync).
-func startEtcd(c Config) (*embed.Etcd, error) {
+func startEtcd(c controlplane.Config) (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = c.NodeName
 	cfg.Dir = c.EtcdDir()
@@ -112,7 +113,7 @@ func startEtcd(c Config) (*embed.Etcd, error) {
 }
 
 // waitReady waits until the apiserver answers /readyz on the node's address.
-func waitReady(ctx context.Context, c Config, failed <-chan error) error {
+func waitReady(ctx context.Context, c controlplane.Config, failed <-chan error) error {
 	ca, err := os.ReadFile(c.PKIDir() + "/ca.crt")
 	if err != nil {
 		return err
@@ -220,7 +221,7 @@ func runScheduler(ctx context.Context, args []string) error {
 // bindControllerRoles binds each of the bootstrap policy's controller roles (system:controller:*) to the
 // controller-manager's own user, which runs every controller (use-service-account-credentials=false): the same
 // rights as the per-controller ServiceAccounts kubeadm's setting uses, held by one identity.
-func bindControllerRoles(ctx context.Context, c Config) error {
+func bindControllerRoles(ctx context.Context, c controlplane.Config) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.SuperAdminKubeconfig())
 	if err != nil {
 		return err
