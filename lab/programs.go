@@ -44,3 +44,6 @@ func FindProgram(exe, name, env, what string) (string, error) {
 // LabKubectl is the argument that makes k8sguide-lab kubectl: `k8sguide-lab kubectl ARGS…` is kubectl ARGS…
 // against the kubeconfig $KUBECONFIG names.
 const LabKubectl = "kubectl"
+
+// LabCiliumChart is k8sguide-lab's command that fetches and installs Cilium's chart with Helm, for kind.
+const LabCiliumChart = "cilium-chart"

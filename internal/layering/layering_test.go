@@ -31,11 +31,11 @@ var rules = []rule{
 		why: "the CLI runs k8sguide-lab for these rather than linking them: every command would pay for their initialisation"},
 }
 
-// labPrograms are what only k8sguide-lab links: a netns lab's node agents, kube-proxy and control plane, and
-// kubectl (--help took 115 MB and 85 ms of CPU while the CLI linked them).
+// labPrograms are what only k8sguide-lab links: a netns lab's node agents, kube-proxy and control plane,
+// kubectl, and Helm (kind's Cilium install): --help took 115 MB and 85 ms of CPU while the CLI linked them.
 var labPrograms = []string{module + "/lab/netns/node", module + "/lab/controlplane/server", module + "/dataplanes/kubeproxy",
 	"k8s.io/kubernetes/cmd/kube-", "k8s.io/kubernetes/pkg/proxy", "k8s.io/kubernetes/pkg/controller", "go.etcd.io/etcd/server",
-	"k8s.io/kubectl/pkg/cmd", "k8s.io/apiserver/pkg/server"}
+	"k8s.io/kubectl/pkg/cmd", "k8s.io/apiserver/pkg/server", "helm.sh/helm/", module + "/dataplanes/ebpf/chart/helminstall"}
 
 // TestImportsPointDown checks the rules on the linux and darwin builds (build tags choose different files).
 func TestImportsPointDown(t *testing.T) {

@@ -18,7 +18,7 @@ func TestResyncPeriod(t *testing.T) {
 		{"ten minutes", 0, false},
 	} {
 		t.Setenv(SyncPeriodEnv, c.env)
-		got, err := resyncPeriod()
+		got, err := ResyncPeriod()
 		if (err == nil) != c.ok || got != c.want {
 			t.Errorf("%s=%q: %v, %v; want %v (ok %v)", SyncPeriodEnv, c.env, got, err, c.want, c.ok)
 		}

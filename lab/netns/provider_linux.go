@@ -121,7 +121,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err := validateConfig(&cfg); err != nil {
 		return err
 	}
-	if _, err := resyncPeriod(); err != nil {
+	if _, err := ResyncPeriod(); err != nil {
 		return err // kube-proxy's configuration would hold it
 	}
 	if err := CheckHost(cfg.Dataplane); err != nil {
@@ -223,7 +223,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 
 	argv := func(n lab.Node) []string {
-		return nodecmd.KubeProxyArgv(prog, kubeProxyConfigPath(p.Store, cfg.Name), n.Name)
+		return nodecmd.KubeProxyArgv(prog, KubeProxyConfigPath(p.Store, cfg.Name), n.Name)
 	}
 	if cfg.Dataplane == dataplanes.EBPF {
 		objs, err := compileNodes(ctx, st.Nodes, p.Store.Dir(cfg.Name))
@@ -242,8 +242,6 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		argv = func(n lab.Node) []string {
 			return p.ebpfProxyArgv(agent, kubeconfig, st.Cgroup, st.Config, n, objs[n.Name])
 		}
-	} else if err = writeKubeProxyConfig(p.Store, st); err != nil {
-		return err
 	}
 	for _, n := range st.Nodes {
 		// As kind's proxy pods see their node's /sys, so does a netns node's proxy.

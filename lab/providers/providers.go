@@ -2,6 +2,7 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -68,16 +70,84 @@ func New(name string) (lab.Provider, error) {
 }
 
 // installCilium is the ebpf dataplane on kind: Cilium's chart, the release the netns engine compiles, from src.
+// Helm runs in k8sguide-lab (`k8sguide-lab cilium-chart`), which the CLI does not link: the chart is fetched
+// (into a directory of its own, removed when the install is done or never comes) before the cluster is made,
+// and installed once it is.
 func installCilium(ctx context.Context, src kind.CiliumSource, progress io.Writer) (kind.CiliumInstall, error) {
-	fetchCtx, cancel := context.WithTimeout(ctx, CiliumTimeout) // a registry that hangs does not hang up
-	defer cancel()
-	ch, err := chart.Fetch(fetchCtx, chart.Options{Local: src.Local}, progress)
+	dir, err := os.MkdirTemp("", "k8sguide-cilium-chart-")
 	if err != nil {
 		return nil, err
 	}
+	fetchCtx, cancel := context.WithTimeout(ctx, CiliumTimeout) // a registry that hangs does not hang up
+	defer cancel()
+	out, err := runCiliumChart(fetchCtx, progress, "fetch", chart.Options{Local: src.Local}, "--dir", dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	chartPath := strings.TrimSpace(out)
 	return func(ctx context.Context, kubeconfig string, cfg lab.Config, src kind.CiliumSource, progress io.Writer) error {
-		return chart.InstallChart(ctx, kubeconfig, ch, CiliumOptions(cfg, src), CiliumTimeout, progress)
+		defer os.RemoveAll(dir)
+		_, err := runCiliumChart(ctx, progress, "install", CiliumOptions(cfg, src), "--chart", chartPath, "--kubeconfig", kubeconfig,
+			"--timeout", CiliumTimeout.String())
+		return err
 	}, nil
+}
+
+// runCiliumChart runs `k8sguide-lab cilium-chart VERB --options O ARGS…`, its progress to progress, and returns
+// what it printed on stdout; its error is the last line it wrote ("ERROR: …").
+func runCiliumChart(ctx context.Context, progress io.Writer, verb string, o chart.Options, args ...string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	prog, err := lab.FindLabProgram(self)
+	if err != nil {
+		return "", err
+	}
+	opts, err := json.Marshal(o)
+	if err != nil {
+		return "", err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, prog, append([]string{lab.LabCiliumChart, verb, "--options", string(opts)}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(&progressLines{w: progress}, &stderr)
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); strings.HasPrefix(lines[len(lines)-1], "ERROR: ") {
+			return "", errors.New(strings.TrimPrefix(lines[len(lines)-1], "ERROR: "))
+		}
+		return "", fmt.Errorf("%s %s %s: %v", prog, lab.LabCiliumChart, verb, err)
+	}
+	return stdout.String(), nil
+}
+
+// progressLines passes k8sguide-lab's progress on line by line, without its final "ERROR: …", which the
+// command's own error says.
+type progressLines struct {
+	w       io.Writer
+	partial []byte
+}
+
+func (p *progressLines) Write(b []byte) (int, error) {
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if line := p.partial[:i+1]; !bytes.HasPrefix(line, []byte("ERROR: ")) {
+			if _, err := p.w.Write(line); err != nil {
+				return len(b), err
+			}
+		}
+		p.partial = p.partial[i+1:]
+	}
 }
 
 // CiliumOptions are the chart options for a lab.

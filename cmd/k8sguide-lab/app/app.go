@@ -35,7 +35,7 @@ func Run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodecmd.NewCommand(streams, handlers()))
+	root.AddCommand(nodecmd.NewCommand(streams, handlers()), ciliumChartCommand())
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "ERROR: %v\n", err)

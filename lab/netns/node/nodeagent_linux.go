@@ -60,7 +60,13 @@ func WritePKI(ctx context.Context, store state.Store, labName string) error {
 	for i, n := range st.Nodes {
 		names[i] = n.Name
 	}
-	return server.WritePKI(netns.ControlPlaneConfig(store, st.Config, st.Nodes), names)
+	if err := server.WritePKI(netns.ControlPlaneConfig(store, st.Config, st.Nodes), names); err != nil {
+		return err
+	}
+	if st.Config.Dataplane == dataplanes.EBPF {
+		return nil // Cilium's agent replaces kube-proxy
+	}
+	return writeKubeProxyConfig(store, st)
 }
 
 // RunControlPlane is `internal control-plane`, run by the control-plane node's agent.

@@ -1,4 +1,4 @@
-package chart
+package helminstall
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/chart"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -27,7 +29,7 @@ func TestInstallOrUpgrade(t *testing.T) {
 	caps := common.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
 	mem := driver.NewMemory()
-	mem.SetNamespace(Namespace)
+	mem.SetNamespace(chart.Namespace)
 	cfg := action.NewConfiguration()
 	cfg.Releases = storage.Init(mem)
 	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard, LogOutput: io.Discard}
@@ -35,13 +37,13 @@ func TestInstallOrUpgrade(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	up := func(o Options) *release.Release {
+	up := func(o chart.Options) *release.Release {
 		t.Helper()
 		ch, err := LoadChart(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		vals, err := Values(o)
+		vals, err := chart.Values(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,23 +51,23 @@ func TestInstallOrUpgrade(t *testing.T) {
 		if err := installOrUpgrade(ctx, cfg, ch, vals, &log); err != nil {
 			t.Fatalf("installOrUpgrade(%+v): %v", o, err)
 		}
-		r, err := cfg.Releases.Last(ReleaseName)
+		r, err := cfg.Releases.Last(chart.ReleaseName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r.(*release.Release)
 	}
 
-	r := up(Options{ClusterName: "kind", LBAlgorithm: "maglev", NodePortRange: "30000-32767"})
-	if r.Version != 1 || r.Info.Status != rcommon.StatusDeployed || r.Namespace != Namespace {
-		t.Fatalf("first run: revision %d %s in %q, want revision 1 deployed in %s", r.Version, r.Info.Status, r.Namespace, Namespace)
+	r := up(chart.Options{ClusterName: "kind", LBAlgorithm: "maglev", NodePortRange: "30000-32767"})
+	if r.Version != 1 || r.Info.Status != rcommon.StatusDeployed || r.Namespace != chart.Namespace {
+		t.Fatalf("first run: revision %d %s in %q, want revision 1 deployed in %s", r.Version, r.Info.Status, r.Namespace, chart.Namespace)
 	}
 	if !strings.Contains(r.Manifest, `  bpf-lb-algorithm: "maglev"`) || !strings.Contains(r.Manifest, `  node-port-range: "30000,32767"`) {
 		t.Error("first run's manifest lacks bpf-lb-algorithm maglev or node-port-range 30000,32767")
 	}
 
 	// The second run upgrades, and options it leaves unset go back to Cilium's defaults (values reset).
-	r = up(Options{ClusterName: "kind"})
+	r = up(chart.Options{ClusterName: "kind"})
 	if r.Version != 2 || r.Info.Status != rcommon.StatusDeployed {
 		t.Fatalf("second run: revision %d %s, want revision 2 deployed", r.Version, r.Info.Status)
 	}
@@ -85,7 +87,7 @@ func TestInstallOrUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, _ := Values(Options{ClusterName: "kind"})
+	vals, _ := chart.Values(chart.Options{ClusterName: "kind"})
 	err = installOrUpgrade(ctx, cfg, ch, vals, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "pending-upgrade") || !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("installOrUpgrade over a pending release = %v", err)

@@ -1,4 +1,4 @@
-package chart
+package helminstall
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/chart"
 
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/registry"
@@ -80,6 +82,9 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Install's pull path (registry.Client.Pull of chartRef's repo:tag, the archive loaded and checked) against
 // a local registry serving the Cilium chart packaged from the sources.
 func TestPullChart(t *testing.T) {
+	if got, want := chartRef(), "quay.io/cilium/charts/cilium:"+chart.Version(); got != want {
+		t.Fatalf("chartRef() = %q, want %q", got, want)
+	}
 	ch, err := LoadChart(chartDir(t))
 	if err != nil {
 		t.Fatal(err)
@@ -107,16 +112,16 @@ func TestPullChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pullChart(%s): %v", ref, err)
 	}
-	if got.Metadata.Version != Version() || len(got.Templates) != len(ch.Templates) || len(got.Schema) == 0 {
+	if got.Metadata.Version != chart.Version() || len(got.Templates) != len(ch.Templates) || len(got.Schema) == 0 {
 		t.Errorf("pulled chart %s %s with %d templates and a %d-byte schema, want %s with %d templates and the schema",
-			got.Metadata.Name, got.Metadata.Version, len(got.Templates), len(got.Schema), Version(), len(ch.Templates))
+			got.Metadata.Name, got.Metadata.Version, len(got.Templates), len(got.Schema), chart.Version(), len(ch.Templates))
 	}
 	if reg.pulls != 1 {
 		t.Errorf("registry served the manifest %d times, want 1", reg.pulls)
 	}
 
 	// A tag the registry does not have fails with one line.
-	_, err = pullChart(ctx, strings.TrimSuffix(ref, Version())+"1.19.0", client, credentials)
+	_, err = pullChart(ctx, strings.TrimSuffix(ref, chart.Version())+"1.19.0", client, credentials)
 	if err == nil || strings.Contains(oneLine(err), "\n") {
 		t.Errorf("pulling a missing tag = %v", err)
 	}

@@ -1,4 +1,4 @@
-package chart
+package helminstall
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/chart"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,29 +45,29 @@ const (
 // pollInterval is how often Install checks the agents and the operator.
 var pollInterval = 2 * time.Second
 
-// Install installs Cilium (or upgrades the release if it is already there) with Values(o), the chart
-// pulled from ChartRepo at Version(), into the cluster of kubeconfigPath's current context ("" means
+// Install installs Cilium (or upgrades the release if it is already there) with chart.Values(o), the chart
+// pulled from chart.ChartRepo at chart.Version(), into the cluster of kubeconfigPath's current context ("" means
 // kubectl's default: $KUBECONFIG or ~/.kube/config). It then waits until the Cilium agents (DaemonSet
 // cilium) and the operator (Deployment cilium-operator) are rolled out and ready. timeout bounds the
 // whole call; progress goes to log (nil: discarded). Errors are one line; when the wait times out the
 // error is "waited <timeout> for Cilium to be ready: <what is not ready>".
-func Install(ctx context.Context, kubeconfigPath string, o Options, timeout time.Duration, log io.Writer) error {
+func Install(ctx context.Context, kubeconfigPath string, o chart.Options, timeout time.Duration, log io.Writer) error {
 	return install(ctx, kubeconfigPath, nil, o, timeout, log)
 }
 
 // InstallChart is Install with a chart Fetch returned: a kind lab fetches it before it makes the cluster, so
 // that a registry that does not answer costs no cluster.
-func InstallChart(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o Options, timeout time.Duration, log io.Writer) error {
+func InstallChart(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o chart.Options, timeout time.Duration, log io.Writer) error {
 	return install(ctx, kubeconfigPath, ch, o, timeout, log)
 }
 
-// Fetch is the chart Install installs for o: Cilium's own source (o.Local) or ChartRepo's at Version().
-func Fetch(ctx context.Context, o Options, log io.Writer) (*helmchart.Chart, error) {
+// Fetch is the chart Install installs for o: Cilium's own source (o.Local) or chart.ChartRepo's at chart.Version().
+func Fetch(ctx context.Context, o chart.Options, log io.Writer) (*helmchart.Chart, error) {
 	if log == nil {
 		log = io.Discard
 	}
 	if o.Local {
-		dir, err := SourceChartDir()
+		dir, err := chart.SourceChartDir()
 		if err != nil {
 			return nil, fmt.Errorf("installing Cilium: %v", err)
 		}
@@ -76,20 +78,20 @@ func Fetch(ctx context.Context, o Options, log io.Writer) (*helmchart.Chart, err
 		}
 		return ch, nil
 	}
-	fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", ChartRepo, Version())
+	fmt.Fprintf(log, "Pulling Cilium chart %s:%s\n", chart.ChartRepo, chart.Version())
 	ch, err := pullChart(ctx, chartRef())
 	if err != nil {
-		return nil, fmt.Errorf("pulling Cilium chart %s:%s: %s (without a registry: make cilium-images, then up again)", ChartRepo, Version(), oneLine(err))
+		return nil, fmt.Errorf("pulling Cilium chart %s:%s: %s (without a registry: make cilium-images, then up again)", chart.ChartRepo, chart.Version(), oneLine(err))
 	}
 	return ch, nil
 }
 
-func install(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o Options, timeout time.Duration, log io.Writer) error {
+func install(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o chart.Options, timeout time.Duration, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
 	}
 	log = &lockedWriter{w: log} // Helm's logger writes from its own goroutines
-	vals, err := Values(o)
+	vals, err := chart.Values(o)
 	if err != nil {
 		return err
 	}
@@ -115,7 +117,7 @@ func install(ctx context.Context, kubeconfigPath string, ch *helmchart.Chart, o 
 		return fmt.Errorf("installing Cilium: %s", oneLine(err))
 	}
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err := cfg.Init(flags, Namespace, "secret"); err != nil {
+	if err := cfg.Init(flags, chart.Namespace, "secret"); err != nil {
 		return fmt.Errorf("installing Cilium: %s", oneLine(err))
 	}
 	if err := cfg.KubeClient.IsReachable(); err != nil {
@@ -154,9 +156,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// chartRef is the OCI reference registry.Client.Pull takes: ChartRepo without its scheme, tagged Version().
+// chartRef is the OCI reference registry.Client.Pull takes: chart.ChartRepo without its scheme, tagged chart.Version().
 func chartRef() string {
-	return strings.TrimPrefix(ChartRepo, registry.OCIScheme+"://") + ":" + Version()
+	return strings.TrimPrefix(chart.ChartRepo, registry.OCIScheme+"://") + ":" + chart.Version()
 }
 
 func deadline(ctx context.Context) time.Time {
@@ -176,7 +178,7 @@ func kubeconfigLabel(p string) string {
 func kubeFlags(kubeconfigPath string) *genericclioptions.ConfigFlags {
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &kubeconfigPath
-	ns := Namespace
+	ns := chart.Namespace
 	flags.Namespace = &ns
 	flags.WrapConfigFn = func(c *rest.Config) *rest.Config {
 		// client-go's default 5 QPS / burst 10 throttles Helm's discovery and apply calls; Helm's CLI
@@ -230,10 +232,10 @@ func pullChart(ctx context.Context, ref string, opts ...registry.ClientOption) (
 // It does not wait for the workloads (waitReady does, with better errors), only for hooks.
 func installOrUpgrade(ctx context.Context, cfg *action.Configuration, ch *helmchart.Chart, vals map[string]any, log io.Writer) error {
 	var last *release.Release
-	latest, err := cfg.Releases.Last(ReleaseName) // the highest revision, whatever its status
+	latest, err := cfg.Releases.Last(chart.ReleaseName) // the highest revision, whatever its status
 	notFound := errors.Is(err, driver.ErrReleaseNotFound)
 	if err != nil && !notFound {
-		return fmt.Errorf("installing Cilium: reading release %s/%s: %s", Namespace, ReleaseName, oneLine(err))
+		return fmt.Errorf("installing Cilium: reading release %s/%s: %s", chart.Namespace, chart.ReleaseName, oneLine(err))
 	}
 	if err == nil {
 		last, _ = latest.(*release.Release)
@@ -241,10 +243,10 @@ func installOrUpgrade(ctx context.Context, cfg *action.Configuration, ch *helmch
 	remaining := time.Until(deadline(ctx))
 
 	if notFound || last == nil || last.Info == nil || last.Info.Status == rcommon.StatusUninstalled {
-		fmt.Fprintf(log, "Installing Cilium %s (release %s/%s)\n", datapath.CiliumVersion, Namespace, ReleaseName)
+		fmt.Fprintf(log, "Installing Cilium %s (release %s/%s)\n", datapath.CiliumVersion, chart.Namespace, chart.ReleaseName)
 		in := action.NewInstall(cfg)
-		in.ReleaseName = ReleaseName
-		in.Namespace = Namespace
+		in.ReleaseName = chart.ReleaseName
+		in.Namespace = chart.Namespace
 		in.WaitStrategy = kube.HookOnlyStrategy
 		in.Timeout = remaining
 		in.Replace = last != nil // reuse the name of an uninstalled release whose history was kept
@@ -256,16 +258,16 @@ func installOrUpgrade(ctx context.Context, cfg *action.Configuration, ch *helmch
 
 	if last.Info.Status.IsPending() {
 		return fmt.Errorf("installing Cilium: release %s/%s is %s (an earlier install or upgrade was interrupted): roll it back or uninstall it (helm -n %s uninstall %s), or recreate the cluster",
-			Namespace, ReleaseName, last.Info.Status, Namespace, ReleaseName)
+			chart.Namespace, chart.ReleaseName, last.Info.Status, chart.Namespace, chart.ReleaseName)
 	}
-	fmt.Fprintf(log, "Upgrading Cilium release %s/%s (revision %d, %s) to %s\n", Namespace, ReleaseName, last.Version, last.Info.Status, datapath.CiliumVersion)
+	fmt.Fprintf(log, "Upgrading Cilium release %s/%s (revision %d, %s) to %s\n", chart.Namespace, chart.ReleaseName, last.Version, last.Info.Status, datapath.CiliumVersion)
 	up := action.NewUpgrade(cfg)
-	up.Namespace = Namespace
+	up.Namespace = chart.Namespace
 	up.WaitStrategy = kube.HookOnlyStrategy
 	up.Timeout = remaining
-	up.ResetValues = true // the values are all k8sguide's: what Values returns now is the whole truth
+	up.ResetValues = true // the values are all k8sguide's: what chart.Values returns now is the whole truth
 	up.MaxHistory = 10
-	if _, err := up.RunWithContext(ctx, ReleaseName, ch, vals); err != nil {
+	if _, err := up.RunWithContext(ctx, chart.ReleaseName, ch, vals); err != nil {
 		return fmt.Errorf("upgrading Cilium to %s: %s", datapath.CiliumVersion, oneLine(err))
 	}
 	return nil
@@ -327,24 +329,24 @@ func plain(s string) problem { return problem{s, s} }
 // readiness lists what keeps the agents and the operator from being ready; empty means ready.
 func readiness(ctx context.Context, c kubernetes.Interface) []problem {
 	var problems []problem
-	ds, err := c.AppsV1().DaemonSets(Namespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+	ds, err := c.AppsV1().DaemonSets(chart.Namespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s not found", Namespace, agentDaemonSet)))
+		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s not found", chart.Namespace, agentDaemonSet)))
 	case err != nil:
-		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s: %v", Namespace, agentDaemonSet, err)))
+		problems = append(problems, plain(fmt.Sprintf("DaemonSet %s/%s: %v", chart.Namespace, agentDaemonSet, err)))
 	default:
 		if p := daemonSetProblem(ds); p != "" {
 			detail, summary := podProblems(ctx, c, ds.Spec.Selector)
 			problems = append(problems, problem{p + detail, p + summary})
 		}
 	}
-	dep, err := c.AppsV1().Deployments(Namespace).Get(ctx, operatorDeployment, metav1.GetOptions{})
+	dep, err := c.AppsV1().Deployments(chart.Namespace).Get(ctx, operatorDeployment, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s not found", Namespace, operatorDeployment)))
+		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s not found", chart.Namespace, operatorDeployment)))
 	case err != nil:
-		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s: %v", Namespace, operatorDeployment, err)))
+		problems = append(problems, plain(fmt.Sprintf("Deployment %s/%s: %v", chart.Namespace, operatorDeployment, err)))
 	default:
 		if p := deploymentProblem(dep); p != "" {
 			detail, summary := podProblems(ctx, c, dep.Spec.Selector)
@@ -406,7 +408,7 @@ func podProblems(ctx context.Context, c kubernetes.Interface, selector *metav1.L
 	if err != nil {
 		return "", ""
 	}
-	pods, err := c.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	pods, err := c.CoreV1().Pods(chart.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return "", ""
 	}

@@ -1,4 +1,4 @@
-package chart
+package helminstall
 
 import (
 	"regexp"
@@ -6,14 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf/chart"
+
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 )
 
-// The offline install (Options.Local): the chart of Cilium's sources rendered with the lab's options must name
+// The offline install (chart.Options.Local): the chart of Cilium's sources rendered with the lab's options must name
 // no image but the two make cilium-images builds, run no Envoy, route natively over the pod subnet, and grant no
 // capability the nodes cannot.
 func TestRenderLocal(t *testing.T) {
-	o := Options{ClusterName: "kind", PodSubnet: "10.244.0.0/16", Local: true, WithoutCapabilities: []string{"SYS_RESOURCE"}}
+	o := chart.Options{ClusterName: "kind", PodSubnet: "10.244.0.0/16", Local: true, WithoutCapabilities: []string{"SYS_RESOURCE"}}
 	manifest, err := Render(chartDir(t), o)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestRenderLocal(t *testing.T) {
 	}
 
 	// The published chart's way (no Local): Cilium's images from quay.io.
-	manifest, err = Render(chartDir(t), Options{ClusterName: "kind"})
+	manifest, err = Render(chartDir(t), chart.Options{ClusterName: "kind"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestRenderLocal(t *testing.T) {
 }
 
 func TestValuesSocketLBAndRouting(t *testing.T) {
-	v, err := Values(Options{ClusterName: "kind", NoSocketLB: true})
+	v, err := chart.Values(chart.Options{ClusterName: "kind", NoSocketLB: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestValuesSocketLBAndRouting(t *testing.T) {
 	if _, ok := v["routingMode"]; ok {
 		t.Error("no PodSubnet: routingMode set, want the chart's default (tunnel)")
 	}
-	if _, err := Values(Options{ClusterName: "kind", PodSubnet: "10.244.0.0"}); err == nil {
+	if _, err := chart.Values(chart.Options{ClusterName: "kind", PodSubnet: "10.244.0.0"}); err == nil {
 		t.Error("PodSubnet without a prefix length accepted")
 	}
 }
