@@ -32,8 +32,9 @@ LAB_PACKAGES := iproute2 iptables nftables conntrack curl ipset
 # clang-19: Cilium's datapath (the ebpf dataplane) needs clang >= 18.1 (bookworm's clang is 14).
 EBPF_PACKAGES := clang-19
 # What only the tests need. shellcheck: the workflow test lints the run: scripts of .github/workflows with it.
-# ipvsadm: the IPVS tests list with it. chromium: the picture test opens trace -o html in it.
-TEST_PACKAGES := shellcheck ipvsadm chromium
+# ipvsadm: the IPVS tests list with it. chromium: the picture test opens trace -o html in it. time: the
+# benchmarks measure peak memory under GNU time.
+TEST_PACKAGES := shellcheck ipvsadm chromium time
 # The IPVS test VM: QEMU alone, without the firmware and tools it recommends.
 VM_PACKAGES := qemu-system-x86
 
@@ -255,5 +256,12 @@ fuzz:
 # Figures, not pass/fail: up time per dataplane, deploy+nodeport time, the deploy of 1,000 and 5,000 Services
 # through the apiserver (with the proxy's sync time and the control plane's memory), and snapshot+trace against
 # iptables-save / nft list at 5,000 NodePort Services (time ratio and peak memory).
+# The benchmarks (root), then their table (internal/benchtable): k8sguide's figures beside their floor's from the
+# same run. The trace benchmarks take their own medians (5 to 9 runs each, interleaved with the floor), the lab
+# benchmarks average 3. K8SGUIDE_BENCH_SERVICES=1000,5000,20000 runs the scale benchmarks at those sizes.
+BENCH_OUT ?= bench.out
 bench:
-	go test -run '^$$' -bench . -benchtime 3x -timeout 60m ./lab/netns/ ./inspect/tracer/
+	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./inspect/tracer/ && \
+	  go test -run '^$$' -bench . -benchtime 3x -timeout 90m ./lab/netns/; echo $$? > $(BENCH_OUT).status; } | tee $(BENCH_OUT)
+	go run ./internal/benchtable < $(BENCH_OUT)
+	@exit $$(cat $(BENCH_OUT).status)

@@ -1,9 +1,11 @@
 package tracer_test
 
 import (
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,49 +13,63 @@ import (
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 )
 
-// BenchmarkTrace5000 builds a one-node lab whose real proxier holds 5,000 NodePort Services × 3 endpoints,
-// then times, per iteration, `iptables-save` (iptables mode) or `nft list ruleset` (nftables mode) alone in
-// the node, and `k8sguide trace --node` (collect a snapshot, then trace a NodePort packet through it). It
-// reports both in ms, their ratio, and the peak memory: the largest max RSS of the trace process and every
-// process under it (the collector, nft, iptables-save), measured from a small parent (e2etest.Measure), as
-// /usr/bin/time would. Goal: ratio ≤ 1.2, peak ≤ 150 MB.
-func BenchmarkTrace5000(b *testing.B) {
-	file := filepath.Join(b.TempDir(), "services.yaml")
-	if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(5000, "NodePort")), 0o644); err != nil {
-		b.Fatal(err)
-	}
+// BenchmarkTraceLive builds a one-node lab whose real proxier holds N NodePort Services × 3 endpoints (N: 5,000,
+// or $K8SGUIDE_BENCH_SERVICES, a comma-separated list), then measures `k8sguide trace --node` (collect a
+// snapshot in the node, trace a NodePort packet through it, with the Kubernetes names), the whole process, beside
+// its floor, the node's own listing tool: `iptables-save` (iptables mode) or `nft list ruleset` (nftables mode)
+// run in the node, interleaved with it; medians of 5 runs each (internal/benchtable's units).
+func BenchmarkTraceLive(b *testing.B) {
+	sizes := benchSizes(b)
 	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
-		b.Run(string(d), func(b *testing.B) {
-			e2etest.NeedRoot(b, e2etest.ToolFor(d))
-			name := "bench-trc-" + string(d)[:3]
-			b.StopTimer()
-			e2etest.UpLab(b, name, "--dataplane", string(d), "--workers", "0", "--service-node-port-range", "30000-39999")
-			e2etest.MustK8sguide(b, "deploy", "--name", name, file)
-			node := name + "-control-plane"
-			np := e2etest.NodePortOf(b, name, "svc-4999")
-			save := []string{"iptables-save"}
-			if d == dataplanes.NFTables {
-				save = []string{"nft", "list", "ruleset"}
-			}
-			var saveTime, traceTime time.Duration
-			var peak int64
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				if err := exec.Command("ip", append([]string{"netns", "exec", node}, save...)...).Run(); err != nil {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/%d", d, n), func(b *testing.B) {
+				e2etest.NeedRoot(b, e2etest.ToolFor(d))
+				file := filepath.Join(b.TempDir(), "services.yaml")
+				if err := os.WriteFile(file, []byte(e2etest.ServicesManifest(n, "NodePort")), 0o644); err != nil {
 					b.Fatal(err)
 				}
-				saveTime += time.Since(start)
-				took, peakKB := measureTrace(b, name, node, "172.18.0.2:"+np)
-				traceTime += took
-				peak = max(peak, peakKB)
-			}
-			n := float64(b.N)
-			b.ReportMetric(float64(saveTime.Milliseconds())/n, "save-ms")
-			b.ReportMetric(float64(traceTime.Milliseconds())/n, "trace-ms")
-			b.ReportMetric(float64(traceTime)/float64(saveTime), "trace/save")
-			b.ReportMetric(float64(peak)/1024, "peak-MB")
-		})
+				name := "bench-trc-" + string(d)[:3]
+				b.StopTimer()
+				e2etest.UpLab(b, name, "--dataplane", string(d), "--workers", "0", "--service-node-port-range", "30000-59999")
+				e2etest.MustK8sguide(b, "deploy", "--name", name, file)
+				node := name + "-control-plane"
+				np := e2etest.NodePortOf(b, name, fmt.Sprintf("svc-%d", n-1))
+				save := []string{"ip", "netns", "exec", node, "iptables-save"}
+				if d == dataplanes.NFTables {
+					save = []string{"ip", "netns", "exec", node, "nft", "list", "ruleset"}
+				}
+				trace := []string{e2etest.Binary, "trace", "--name", name, "--node", node, "--dst", "172.18.0.2:" + np, "-o", "json"}
+				var figs []e2etest.Figures
+				b.StartTimer()
+				for i := 0; i < b.N; i++ {
+					var err error
+					if figs, err = e2etest.Medians(5, trace, save); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				e2etest.ReportFigures(b, n, figs[0], figs[1])
+			})
+		}
 	}
+}
+
+// benchSizes are the numbers of Services the scale benchmarks run at: $K8SGUIDE_BENCH_SERVICES (comma-separated),
+// else 5,000.
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("K8SGUIDE_BENCH_SERVICES")
+	if v == "" {
+		return []int{5000}
+	}
+	var sizes []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 30000 {
+			b.Fatalf("K8SGUIDE_BENCH_SERVICES=%q: want numbers of Services from 1 to 30000, comma-separated", v)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // measureTrace times one `k8sguide trace --node NODE --dst DST -o json` (with the benchmark's timer running

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,31 +364,98 @@ spec:
 	return b.String()
 }
 
-// measureEnv makes the test binary a small parent for Measure: it runs the command it names (JSON argv)
-// and writes the largest max RSS among its descendants to the file in measureOut.
+// measureEnv makes the test binary the parent Measure runs a command under: it runs the command it names (JSON
+// argv) under GNU time and writes to the file in measureOut the peak memory (KB) time reports, the command's wall
+// time and its CPU time with its descendants' (µs).
 const (
 	measureEnv = "K8SGUIDE_MEASURE_ARGV"
 	measureOut = "K8SGUIDE_MEASURE_OUT"
 )
 
-// Measure runs argv and returns its output and the peak memory (KB) of it and every process under it. A
-// child's max RSS counts what it shared with its parent at fork (Go forks with CLONE_VM), so a child of a
-// big test process reports the test's size: the command runs under a freshly started copy of the test
-// binary instead, whose own size (a few MB) is the error margin.
+// gnuTime is GNU time (Debian's package time), the small parent peak memory is measured under: a process's max
+// RSS counts its parent's at fork (the kernel keeps the old image's high-water mark across exec), so a command
+// started by the test binary would report the test binary's 20-odd MB; under time, time's 2 MB.
+const gnuTime = "/usr/bin/time"
+
+// Measure runs argv and returns its output and the peak memory (KB) of it and every process under it, as
+// `/usr/bin/time -f %M` reports it.
 func Measure(argv ...string) (out []byte, peakKB int64, err error) {
+	fig, out, err := MeasureFigures(argv...)
+	return out, fig.PeakKB, err
+}
+
+// Figures are a whole process's: its wall time, its CPU time (user and system, with every process under it)
+// and the peak memory of it and every process under it.
+type Figures struct {
+	Wall, CPU time.Duration
+	PeakKB    int64
+}
+
+// MeasureFigures runs argv as Measure does and returns its figures and its output.
+func MeasureFigures(argv ...string) (Figures, []byte, error) {
 	spec, _ := json.Marshal(argv)
 	f, err := os.CreateTemp("", "k8sguide-measure-")
 	if err != nil {
-		return nil, 0, err
+		return Figures{}, nil, err
 	}
 	f.Close()
 	defer os.Remove(f.Name())
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), measureEnv+"="+string(spec), measureOut+"="+f.Name())
-	out, err = cmd.CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	data, _ := os.ReadFile(f.Name())
-	peakKB, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return out, peakKB, err
+	var fig Figures
+	var wallUS, cpuUS int64
+	fmt.Sscan(string(data), &fig.PeakKB, &wallUS, &cpuUS)
+	fig.Wall, fig.CPU = time.Duration(wallUS)*time.Microsecond, time.Duration(cpuUS)*time.Microsecond
+	return fig, out, err
+}
+
+// Medians runs each command n times, interleaved (a, b, a, b, …: a machine that gets busier slows both), and
+// returns each one's median wall time, CPU time and peak memory (each figure's own median).
+func Medians(n int, cmds ...[]string) ([]Figures, error) {
+	runs := make([][]Figures, len(cmds))
+	for i := 0; i < n; i++ {
+		for c, argv := range cmds {
+			fig, out, err := MeasureFigures(argv...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, out)
+			}
+			runs[c] = append(runs[c], fig)
+		}
+	}
+	medians := make([]Figures, len(cmds))
+	for c, rs := range runs {
+		medians[c] = Figures{
+			Wall:   time.Duration(median(rs, func(f Figures) int64 { return int64(f.Wall) })),
+			CPU:    time.Duration(median(rs, func(f Figures) int64 { return int64(f.CPU) })),
+			PeakKB: median(rs, func(f Figures) int64 { return f.PeakKB }),
+		}
+	}
+	return medians, nil
+}
+
+func median(rs []Figures, of func(Figures) int64) int64 {
+	vs := make([]int64, len(rs))
+	for i, r := range rs {
+		vs[i] = of(r)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+// ReportFigures reports k8sguide's figures and its floor's in the units internal/benchtable puts side by side
+// (ms, cpu-ms, MB; floor-ms, floor-cpu-ms, floor-MB), with the number of Services (0: none reported).
+func ReportFigures(b *testing.B, services int, k8sguide, floor Figures) {
+	if services > 0 {
+		b.ReportMetric(float64(services), "services")
+	}
+	b.ReportMetric(float64(k8sguide.Wall.Microseconds())/1000, "ms")
+	b.ReportMetric(float64(k8sguide.CPU.Microseconds())/1000, "cpu-ms")
+	b.ReportMetric(float64(k8sguide.PeakKB)/1024, "MB")
+	b.ReportMetric(float64(floor.Wall.Microseconds())/1000, "floor-ms")
+	b.ReportMetric(float64(floor.CPU.Microseconds())/1000, "floor-cpu-ms")
+	b.ReportMetric(float64(floor.PeakKB)/1024, "floor-MB")
 }
 
 func measured(spec string) int {
@@ -396,12 +464,24 @@ func measured(spec string) int {
 		fmt.Fprintln(os.Stderr, "bad", measureEnv)
 		return 2
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	peak := os.Getenv(measureOut) + ".time"
+	defer os.Remove(peak)
+	cmd := exec.Command(gnuTime, append([]string{"-f", "%M", "-o", peak, "--"}, argv...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	start := time.Now()
 	err := cmd.Run()
+	wall := time.Since(start)
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
-	os.WriteFile(os.Getenv(measureOut), []byte(strconv.FormatInt(ru.Maxrss, 10)), 0o600)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	// time's last line is the figure (a command killed by a signal gets a line about it first).
+	data, _ := os.ReadFile(peak)
+	lines := strings.Fields(strings.TrimSpace(string(data)))
+	peakKB := "0"
+	if len(lines) > 0 {
+		peakKB = lines[len(lines)-1]
+	}
+	os.WriteFile(os.Getenv(measureOut), []byte(fmt.Sprintf("%s %d %d", peakKB, wall.Microseconds(), cpu.Microseconds())), 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
