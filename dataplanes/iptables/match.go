@@ -28,6 +28,12 @@ type matcher struct {
 	targetArgs []string
 	comment    string
 	service    string // the Service the comment names (trace.ServiceFromComment), "" if none
+	// dst is the rule's plain `-d` (one address or prefix, not negated), if it has one: a quiet walk passes
+	// over a rule whose dst cannot hold the packet's destination without evaluating it.
+	dst netip.Prefix
+	// dport is its plain `--dport N` of tcp, udp or sctp (one port, not negated; 0 when it has none), which a
+	// quiet walk checks the same way.
+	dport uint16
 	// notes are what one evaluation could not check (a copy of the compiled matcher gathers them).
 	notes []string
 	// unknown names what the input lacks to tell whether the rule matches (a host name where `iptables -L`

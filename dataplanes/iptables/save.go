@@ -3,6 +3,7 @@ package iptables
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,8 +77,37 @@ func (r *Rule) matcher() *matcher {
 		if c := r.compiled.comment; c != "" {
 			r.compiled.service = trace.ServiceFromComment(c)
 		}
+		r.compiled.dst, r.compiled.dport = plainDst(r.compiled.conds), plainDport(r.compiled.conds)
 	}
 	return r.compiled
+}
+
+// plainDport is a rule's one port of a not negated tcp, udp or sctp `--dport` (0 when it has none).
+func plainDport(conds []cond) uint16 {
+	for _, c := range conds {
+		if (c.module == "tcp" || c.module == "udp" || c.module == "sctp") && c.opt == "--dport" && !c.neg && len(c.vals) == 1 {
+			if n, err := strconv.ParseUint(c.vals[0], 10, 16); err == nil && n > 0 {
+				return uint16(n)
+			}
+		}
+	}
+	return 0
+}
+
+// plainDst is the prefix of a rule's one, not negated `-d` (invalid when it has none, or one of names).
+func plainDst(conds []cond) netip.Prefix {
+	for _, c := range conds {
+		if c.module != "" || c.opt != "-d" || c.neg || len(c.vals) != 1 {
+			continue
+		}
+		if p, err := netip.ParsePrefix(c.vals[0]); err == nil {
+			return p.Masked()
+		}
+		if a, err := netip.ParseAddr(c.vals[0]); err == nil {
+			return netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	return netip.Prefix{}
 }
 
 // ParseSave reads iptables-save output (with or without -c counters, one table or all), a fragment of it,

@@ -134,6 +134,9 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			w.Missing("the rules the paste left out of %s/%s where it says %q (before its rule %d as pasted)", t.Name, f.chain.Name, rule.Text, idx+1)
 			return netfilter.Unknown
 		}
+		if c := rule.matcher(); w.Quiet && ((c.dst.IsValid() && !c.dst.Contains(w.Pkt.Dst)) || (c.dport != 0 && c.dport != w.Pkt.Dport)) {
+			continue // cannot match, and a quiet walk gives no account of what did not
+		}
 		// A copy per evaluation: the notes it gathers are this walk's, the compiled rule stays as it was.
 		eval := *rule.matcher()
 		m := &eval
@@ -161,7 +164,9 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			w.Note("the input did not contain %s/%s; the trace assumes kube-proxy's usual rules there", t.Name, f.chain.Name)
 		}
 		if !matched {
-			add()
+			if !w.Quiet {
+				add()
+			}
 			continue
 		}
 		for _, n := range m.notes {

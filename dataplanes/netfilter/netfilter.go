@@ -122,6 +122,8 @@ type Walk struct {
 	Pkt  Packet
 	Net  *netstate.State
 	Hook Hook
+	// Quiet is the flow's (trace.Flow.Quiet): an engine may leave out the rules that did not match.
+	Quiet bool
 
 	hops      []trace.Hop
 	verdictBy *trace.Hop
@@ -630,7 +632,7 @@ func explore(chains []placed, owners []DNATOwner, net *netstate.State, flow trac
 			queue = append(queue, alt) // not walked: its chance is unexplored (the note below says why)
 			break
 		}
-		w := &Walk{Net: net, script: alt.script, prob: 1, natDone: map[string]bool{}, budget: b, owners: owners, suppose: suppose}
+		w := &Walk{Net: net, Quiet: flow.Quiet, script: alt.script, prob: 1, natDone: map[string]bool{}, budget: b, owners: owners, suppose: suppose}
 		w.Pkt = Packet{Src: flow.Src, Dst: flow.Dst, Sport: flow.Sport, Dport: flow.Dport, Proto: flow.Proto,
 			Iif: origin.Iif, FromNode: origin.FromNode, New: true, CtState: []string{"NEW"}}
 		p, c := w.run(chains, flow, names)

@@ -47,6 +47,10 @@ type Flow struct {
 	Src, Dst     netip.Addr
 	Sport, Dport uint16 // Sport 0: any source port
 	Proto        string
+	// Quiet walks keep only the rules that matched, without an account of the others: for a check of where
+	// packets go rather than why (deploy's wait walks thousands of Services through chains of thousands of
+	// rules), the walk need not evaluate a rule whose destination cannot be the packet's.
+	Quiet bool
 }
 
 // ParseFlow parses a Packet's addresses.

@@ -39,7 +39,8 @@ type corpusCase struct {
 var corpusPending = map[string]string{}
 
 // TestCorpus traces every hand-worked packet of the corpus of real dumps and compares the verdict, each
-// endpoint's chance and whether the source is masqueraded with the answer worked out by hand.
+// endpoint's chance and whether the source is masqueraded with the answer worked out by hand; and again as a
+// quiet walk (Request.Quiet, which passes over rules that cannot match), which must come to the same.
 func TestCorpus(t *testing.T) {
 	raw, err := os.ReadFile("testdata/corpus/cases.json")
 	if err != nil {
@@ -60,7 +61,7 @@ func TestCorpus(t *testing.T) {
 					local = append(local, netip.MustParseAddr(a))
 				}
 				pending, isPending := corpusPending[c.File+"|"+p.Name]
-				problem := func() string {
+				problemOf := func(quiet bool) string {
 					s, err := LoadFile(filepath.Join("testdata/corpus", c.File), nil, local)
 					if err != nil {
 						// A dump nothing can be traced through (ipsets alone) is refused, naming what a trace
@@ -70,7 +71,7 @@ func TestCorpus(t *testing.T) {
 						}
 						return err.Error()
 					}
-					req := Request{Dst: p.Dst, Proto: p.Proto, From: p.From}
+					req := Request{Dst: p.Dst, Proto: p.Proto, From: p.From, Quiet: quiet}
 					if p.From != "node" {
 						req.Src = p.Src
 					}
@@ -87,8 +88,11 @@ func TestCorpus(t *testing.T) {
 						}
 					}
 					return ""
-				}()
+				}
+				problem, quietProblem := problemOf(false), problemOf(true)
 				switch {
+				case !isPending && problem == "" && quietProblem != "":
+					t.Errorf("a quiet walk (deploy's wait) differs: %s", quietProblem)
 				case isPending && problem == "":
 					t.Errorf("comes out right now: take it off corpusPending (%s)", pending)
 				case isPending:

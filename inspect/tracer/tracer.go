@@ -42,6 +42,9 @@ type Request struct {
 	// InIface and OutIface are, for a dump that does not say (no interfaces, no routes), where the packet
 	// arrives and where the node sends what is not its own ("": eth0, and the trace says it assumed so).
 	InIface, OutIface string
+	// Quiet asks for where the packet goes (paths, endpoints, verdict) without the rules that did not match
+	// (trace.Flow.Quiet): what deploy's wait needs of thousands of walks.
+	Quiet bool
 }
 
 // Load reads what `trace --snapshot` accepts: a k8sguide snapshot (either version), or what people paste: one or
@@ -384,7 +387,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 	if from == "" {
 		from = "client"
 	}
-	flow := trace.Flow{Dst: dst.Addr(), Dport: dst.Port(), Proto: proto}
+	flow := trace.Flow{Dst: dst.Addr(), Dport: dst.Port(), Proto: proto, Quiet: req.Quiet}
 	origin := netfilter.Origin{}
 	switch {
 	case from == "client":
