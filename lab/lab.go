@@ -240,8 +240,8 @@ type Reply struct {
 // Workloads are the Kubernetes objects of a lab. Kind answers from its apiserver; netns keeps them on disk.
 type Workloads interface {
 	// Apply creates or updates ConfigMaps, Deployments and Services, as `kubectl apply` would, and returns once
-	// the Deployments' pods are ready.
-	Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error
+	// the Deployments' pods are ready. Of thousands of objects it says how far it got on progress.
+	Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service, progress io.Writer) error
 	Scale(ctx context.Context, namespace, deployment string, replicas int32) error
 	Expose(ctx context.Context, opts ExposeOptions) (*v1.Service, error)
 	Deployments(ctx context.Context) ([]appsv1.Deployment, error)

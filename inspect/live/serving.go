@@ -57,8 +57,10 @@ func SelectsPodsOf(svc *v1.Service, d *appsv1.Deployment) bool {
 func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var sickSince time.Time
+	agreed := agreements{}
 	for {
-		diff, down, err := servingDiff(ctx, p, name, want)
+		began := time.Now()
+		diff, down, err := servingDiff(ctx, p, name, want, agreed)
 		if err != nil {
 			return err
 		}
@@ -80,12 +82,28 @@ func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the lab's dataplane did not take the change within %s: %s", timeout, diff)
 		}
+		// The nodes' proxies and the apiserver share the machine with this loop, and it is their work it waits
+		// for: a read that took long (thousands of Services: every node's rules, collected and parsed) is
+		// followed by a pause twice as long, so that waiting takes at most about a third of a core.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(servingPoll):
+		case <-time.After(max(servingPoll, 2*time.Since(began))):
 		}
 	}
+}
+
+// agreements remembers, per node, the frontends whose walk already agreed with the API, keyed by the frontend
+// and the endpoints the API wanted: a proxy that has taken a change keeps it, so each is walked until it agrees
+// and not again (a deploy of thousands of Services would otherwise walk every one of them on every read), and a
+// frontend whose endpoints change is walked again.
+type agreements map[string]map[string]bool
+
+func (a agreements) of(node string) map[string]bool {
+	if a[node] == nil {
+		a[node] = map[string]bool{}
+	}
+	return a[node]
 }
 
 // sickNodeGrace is how long WaitServing waits for a node whose proxy is down once every other node has the
@@ -109,7 +127,7 @@ func (e *NotServingError) Error() string {
 
 // servingDiff reads every node whose proxy runs once and says the first difference between the kernel and the
 // API ("" if none); down are the nodes whose proxy does not run, with what is wrong with them.
-func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool) (diff string, down map[string]string, err error) {
+func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1.Service) bool, agreed agreements) (diff string, down map[string]string, err error) {
 	st, err := p.Status(ctx, name)
 	if err != nil {
 		return "", nil, err
@@ -141,10 +159,11 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	if len(svcs) == 0 {
 		return "", nil, nil
 	}
-	eps, err := w.EndpointSlices(ctx)
+	list, err := w.EndpointSlices(ctx)
 	if err != nil {
 		return "", down, err
 	}
+	eps := slicesByService(list)
 	// One listing of the names serves every node's walk.
 	pods, err := w.Pods(ctx)
 	if err != nil {
@@ -154,8 +173,12 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	// The endpoints to compare with are the EndpointSlice controller's: it must have caught up with the pods
 	// first, or a Service created a moment ago (no slice yet) would match a kernel that has it without
 	// endpoints.
+	podsByNamespace := map[string][]v1.Pod{}
+	for _, pod := range pods {
+		podsByNamespace[pod.Namespace] = append(podsByNamespace[pod.Namespace], pod)
+	}
 	for i := range svcs {
-		if d := endpointsLag(&svcs[i], pods, eps); d != "" {
+		if d := endpointsLag(&svcs[i], podsByNamespace[svcs[i].Namespace], eps.of(&svcs[i])); d != "" {
 			return fmt.Sprintf("service %s/%s: %s", svcs[i].Namespace, svcs[i].Name, d), down, nil
 		}
 	}
@@ -166,6 +189,7 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 		if _, ok := down[n.Name]; ok {
 			continue
 		}
+		agreedOnNode := agreed.of(n.Name)
 		wg.Go(func() {
 			snap, err := collect(ctx, p, name, st, n.Name)
 			if err != nil {
@@ -173,7 +197,7 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 				return
 			}
 			snap.Kubernetes = names
-			diffs[i], errs[i] = nodeDiff(snap, st, n, svcs, eps)
+			diffs[i], errs[i] = nodeDiff(snap, st, n, svcs, eps, agreedOnNode)
 		})
 	}
 	wg.Wait()
@@ -188,10 +212,23 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 	return "", down, nil
 }
 
-// nodeDiff compares one node's walks with the API.
-func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps []discoveryv1.EndpointSlice) (string, error) {
+// nodeDiff compares one node's walks with the API, skipping the frontends that agreed already (and adding
+// those that agree now).
+func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps serviceSlices, agreed map[string]bool) (string, error) {
 	walks := tracer.Open(snap) // parsed once for every Service's walks
+	check := func(req tracer.Request, want []string) (string, error) {
+		key := req.Proto + " " + req.Src + " " + req.Dst + " " + strings.Join(want, ",")
+		if agreed[key] {
+			return "", nil
+		}
+		d, err := frontendDiff(walks, req, want)
+		if d == "" && err == nil {
+			agreed[key] = true
+		}
+		return d, err
+	}
 	for _, svc := range svcs {
+		eps := eps.of(&svc)
 		for _, port := range svc.Spec.Ports {
 			proto := strings.ToLower(string(port.Protocol))
 			if proto != "tcp" && proto != "udp" {
@@ -204,16 +241,16 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				}
 				local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 				dst := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
-				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client"}
-				if d, err := frontendDiff(walks, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client", Quiet: true}
+				if d, err := check(req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "ClusterIP "+dst, d), err
 				}
 			}
 			if port.NodePort != 0 && servesNodePorts(st.NodePortAddresses, n.IP) {
 				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
-				req := tracer.Request{Dst: dst, Src: unseenClient, Proto: proto, From: "client"}
-				if d, err := frontendDiff(walks, req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				req := tracer.Request{Dst: dst, Src: unseenClient, Proto: proto, From: "client", Quiet: true}
+				if d, err := check(req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "NodePort "+dst, d), err
 				}
 			}
@@ -274,6 +311,23 @@ func frontendDiff(walks *tracer.Opened, req tracer.Request, want []string) (stri
 	}
 	return "", nil
 }
+
+// serviceSlices are a listing's IPv4 EndpointSlices by the Service they belong to (namespace/name), so that each
+// Service finds its own without reading every slice of thousands.
+type serviceSlices map[string][]discoveryv1.EndpointSlice
+
+func slicesByService(list []discoveryv1.EndpointSlice) serviceSlices {
+	by := serviceSlices{}
+	for _, s := range list {
+		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" && s.AddressType == discoveryv1.AddressTypeIPv4 {
+			by[s.Namespace+"/"+svc] = append(by[s.Namespace+"/"+svc], s)
+		}
+	}
+	return by
+}
+
+// of are svc's slices.
+func (by serviceSlices) of(svc *v1.Service) []discoveryv1.EndpointSlice { return by[svc.Namespace+"/"+svc.Name] }
 
 // endpointsLag says how the EndpointSlices of a Service with a selector still differ from its pods, as the
 // EndpointSlice controller would publish them ("" when they agree): a slice must exist (the controller makes

@@ -3,7 +3,9 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +15,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -42,7 +48,7 @@ func Client(cs kubernetes.Interface, rollout, poll time.Duration) lab.Workloads 
 // Deployments' pods: the command returns when the pods serve. Every object is first sent as a dry run, so that
 // a manifest the apiserver refuses in part changes nothing; an apply that still stops part-way (the apiserver
 // went away, Ctrl-C) fails with a *PartialError that lists what it did apply.
-func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service) error {
+func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service, progress io.Writer) error {
 	var serial, parallel []applyItem
 	for _, c := range configMaps {
 		c = c.DeepCopy()
@@ -63,10 +69,10 @@ func (w *workloads) Apply(ctx context.Context, configMaps []*v1.ConfigMap, deplo
 		parallel = append(parallel, item("service", s.Name, s, w.cs.CoreV1().Services(s.Namespace).Patch))
 	}
 	total := len(serial) + len(parallel)
-	if _, err := applyAll(ctx, serial, parallel, true); err != nil {
+	if _, err := applyAll(ctx, serial, parallel, true, counter(progress, total, "accepted by the apiserver's dry run")); err != nil {
 		return fmt.Errorf("nothing applied: the apiserver refuses %w", err)
 	}
-	if applied, err := applyAll(ctx, serial, parallel, false); err != nil {
+	if applied, err := applyAll(ctx, serial, parallel, false, counter(progress, total, "applied")); err != nil {
 		if len(applied) == 0 {
 			return fmt.Errorf("nothing applied: %w", err)
 		}
@@ -112,12 +118,13 @@ func item[T any](what, name string, obj any, patch patchFunc[T]) applyItem {
 // applyAll applies serial one after the other, then parallel a few at a time (one apply at a time, a file of
 // 1,000 Services spent most of its deploy waiting on round trips); the first error stops the rest. It returns
 // what it applied.
-func applyAll(ctx context.Context, serial, parallel []applyItem, dryRun bool) ([]string, error) {
+func applyAll(ctx context.Context, serial, parallel []applyItem, dryRun bool, count func(n int)) ([]string, error) {
 	var mu sync.Mutex
 	var applied []string
 	done := func(ref string) {
 		mu.Lock()
 		applied = append(applied, ref)
+		count(len(applied))
 		mu.Unlock()
 	}
 	for _, it := range serial {
@@ -144,6 +151,18 @@ func applyAll(ctx context.Context, serial, parallel []applyItem, dryRun bool) ([
 // applyParallelism is how many Service applies are in flight at once.
 const applyParallelism = 8
 
+// progressEvery is how many objects a progress line stands for; fewer objects than that get none.
+const progressEvery = 1000
+
+// counter says on progress, every progressEvery objects of total, how many are done (what: "applied").
+func counter(progress io.Writer, total int, what string) func(n int) {
+	return func(n int) {
+		if progress != nil && total >= progressEvery && (n%progressEvery == 0 || n == total) {
+			fmt.Fprintf(progress, "%d of %d objects %s\n", n, total, what)
+		}
+	}
+}
+
 // patchFunc is a typed client's Patch.
 type patchFunc[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 
@@ -157,10 +176,33 @@ func apply[T any](ctx context.Context, what, name string, obj any, patch patchFu
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	if _, err := patch(ctx, name, types.ApplyPatchType, data, opts); err != nil {
+	// A server-side apply of the same object is idempotent: what the apiserver could not take now (too many
+	// requests, a timeout, a restart) is sent again, with a back-off, rather than failing a deploy of thousands.
+	err = retry.OnError(applyBackoff, func(err error) bool { return ctx.Err() == nil && retriable(err) }, func() error {
+		_, err := patch(ctx, name, types.ApplyPatchType, data, opts)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("%s/%s: %w", what, name, err)
 	}
 	return nil
+}
+
+// applyBackoff spaces the retries of one apply: about 12 s in all.
+var applyBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 5 * time.Second}
+
+// retriable are the errors of an apply that may go through when sent again: the apiserver's throttling,
+// timeouts and unavailability, and a connection that broke.
+func retriable(err error) bool {
+	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) {
+		return true
+	}
+	if utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) || utilnet.IsProbableEOF(err) {
+		return true
+	}
+	var timeout interface{ Timeout() bool }
+	return errors.As(err, &timeout) && timeout.Timeout()
 }
 
 func applyOptions() metav1.PatchOptions {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -34,7 +38,7 @@ func TestWorkloads(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go fakeDeploymentController(cs, stop)
-	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services); err != nil {
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services, nil); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "web-nginx", metav1.GetOptions{})
@@ -46,7 +50,7 @@ func TestWorkloads(t *testing.T) {
 		t.Fatalf("deployment: %v", err)
 	}
 	// Applying again is an update, not an error.
-	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, nil); err != nil {
+	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80})
@@ -167,7 +171,7 @@ spec: {ports: [{port: 80}]}
 				return true, &v1.Service{}, nil
 			})
 			w := &workloads{cs: cs, rollout: time.Second, poll: time.Millisecond}
-			err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services)
+			err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services, nil)
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -179,5 +183,52 @@ spec: {ports: [{port: 80}]}
 				t.Errorf("PartialError: %v", err)
 			}
 		})
+	}
+}
+
+// TestApplyRetries: an apply the apiserver could not take for a moment (503, a reset connection) is sent
+// again and goes through; one it refuses is not retried; a deploy of thousands says how far it got.
+func TestApplyRetries(t *testing.T) {
+	saved := applyBackoff
+	applyBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 4}
+	t.Cleanup(func() { applyBackoff = saved })
+	m, err := ParseManifest([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: one}\nspec: {ports: [{port: 80}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		failures []error
+		wantErr  bool
+		calls    int
+	}{
+		{"unavailable, then taken", []error{apierrors.NewServiceUnavailable("restarting")}, false, 3},
+		{"a reset connection, then taken", []error{syscall.ECONNRESET}, false, 3},
+		{"refused: not retried", []error{apierrors.NewBadRequest("no")}, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			calls := 0
+			cs.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				calls++
+				if calls <= len(tc.failures) {
+					return true, nil, tc.failures[calls-1]
+				}
+				return true, &v1.Service{}, nil
+			})
+			w := &workloads{cs: cs, rollout: time.Second, poll: time.Millisecond}
+			err := w.Apply(context.Background(), nil, nil, m.Services, nil)
+			if (err != nil) != tc.wantErr || calls != tc.calls {
+				t.Fatalf("error %v after %d patches; want error %v after %d (dry run and apply)", err, calls, tc.wantErr, tc.calls)
+			}
+		})
+	}
+	var progress strings.Builder
+	count := counter(&progress, 2500, "applied")
+	for n := 1; n <= 2500; n++ {
+		count(n)
+	}
+	if want := "1000 of 2500 objects applied\n2000 of 2500 objects applied\n2500 of 2500 objects applied\n"; progress.String() != want {
+		t.Errorf("progress %q, want %q", progress.String(), want)
 	}
 }

@@ -76,16 +76,18 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if err != nil {
 		return err
 	}
-	if err := w.Apply(cmd.Context(), m.ConfigMaps, m.Deployments, m.Services); err != nil {
+	if err := w.Apply(cmd.Context(), m.ConfigMaps, m.Deployments, m.Services, streams.Err); err != nil {
 		return err
 	}
 	// Return once every node's dataplane sends to the new pods: the Services of the file, and any other that
 	// selects the Deployments' pods.
+	inFile := map[string]bool{} // thousands of Services: no scan of the file per Service of the lab
+	for _, s := range m.Services {
+		inFile[s.Namespace+"/"+s.Name] = true
+	}
 	touched := func(svc *v1.Service) bool {
-		for _, s := range m.Services {
-			if s.Name == svc.Name && s.Namespace == svc.Namespace {
-				return true
-			}
+		if inFile[svc.Namespace+"/"+svc.Name] {
+			return true
 		}
 		for _, d := range m.Deployments {
 			if live.SelectsPodsOf(svc, d) {
