@@ -88,30 +88,76 @@ func parse(text string) (*Rules, error) {
 // segment is one command's output in a dump.
 type segment struct {
 	command string // "" when the dump does not show it
-	lines   []string
+	// text is the output's lines joined, its command line first when it has one: a slice of the dump, unless
+	// an empty prompt in the middle was left out.
+	text string
 	// ended: the paste showed where the output ends (the next prompt, "$ ", followed it).
 	ended bool
 }
 
+// body is the output without its command line.
+func (s segment) body() string {
+	if s.command == "" {
+		return s.text
+	}
+	_, rest, _ := strings.Cut(s.text, "\n")
+	return rest
+}
+
 // segments splits a dump at the `$ COMMAND` lines of iptables commands (a `$` line of a listing that names
-// no iptables tool stays in it: the guide's walkthroughs show `$ ipt KUBE-SERVICES`-like hints).
+// no iptables tool stays in it: the guide's walkthroughs show `$ ipt KUBE-SERVICES`-like hints). The lines are
+// those of strings.Split(text, "\n"); a segment's text is the slice of text they span, not a copy of them.
 func segments(text string) []segment {
 	var out []segment
 	cur := segment{}
-	for _, l := range strings.Split(text, "\n") {
-		if strings.TrimSpace(l) == "$" {
-			cur.ended = true // an empty prompt: the output before it is whole
-			continue
+	var pieces []string  // cur's runs of lines cut by an empty prompt, each a slice of text
+	run, runEnd := -1, 0 // where cur's current run of lines starts and ends in text (-1: none)
+	lines := 0           // cur's lines
+	endRun := func() {
+		if run >= 0 {
+			pieces = append(pieces, text[run:runEnd])
+			run = -1
 		}
-		if cmd, ok := strings.CutPrefix(strings.TrimSpace(l), "$ "); ok && iptablesCommand(cmd) {
-			if len(cur.lines) > 0 || cur.command != "" {
+	}
+	finish := func() {
+		endRun()
+		if len(pieces) == 1 {
+			cur.text = pieces[0]
+		} else {
+			cur.text = strings.Join(pieces, "\n")
+		}
+		pieces = nil
+	}
+	for at := 0; ; {
+		end, next := len(text), -1
+		if i := strings.IndexByte(text[at:], '\n'); i >= 0 {
+			end, next = at+i, at+i+1
+		}
+		l := text[at:end]
+		switch cmd, isCmd := strings.CutPrefix(strings.TrimSpace(l), "$ "); {
+		case strings.TrimSpace(l) == "$":
+			cur.ended = true // an empty prompt: the output before it is whole
+			endRun()
+		case isCmd && iptablesCommand(cmd):
+			if lines > 0 || cur.command != "" {
+				finish()
 				out = append(out, cur)
 			}
-			cur = segment{command: cmd, lines: []string{l}}
-			continue
+			cur, lines, pieces = segment{command: cmd}, 1, nil
+			run, runEnd = at, end
+		default:
+			if run < 0 {
+				run = at
+			}
+			runEnd = end
+			lines++
 		}
-		cur.lines = append(cur.lines, l)
+		if next < 0 {
+			break
+		}
+		at = next
 	}
+	finish()
 	return append(out, cur)
 }
 
@@ -188,7 +234,7 @@ func parseAll(text string) (*Rules, []string, error) {
 	var readAs []string
 	segs := segments(text)
 	for i, seg := range segs {
-		body := strings.Join(seg.lines, "\n")
+		body := seg.text
 		table, listing, rules, verbose, shown := commandForm(seg.command)
 		if seg.command == "" {
 			listing = IsListing(body)
@@ -204,7 +250,7 @@ func parseAll(text string) (*Rules, []string, error) {
 			}
 			why := ""
 			if table == "" {
-				table, why = guessTable(seg.lines, true)
+				table, why = guessTable(strings.Split(body, "\n"), true)
 			}
 			r, err = parseListing(body, table, verbose)
 			if how == "" {
@@ -217,12 +263,8 @@ func parseAll(text string) (*Rules, []string, error) {
 			if table == "" && seg.command != "" && !strings.Contains(shown, "-save") {
 				table = "filter" // `iptables -S` with no -t prints filter
 			}
-			lines := seg.lines
-			if seg.command != "" {
-				lines = lines[1:]
-			}
 			// An output another follows is whole as pasted: only the last may have been cut.
-			r, err = parseSave(strings.Join(lines, "\n"), table, seg.ended || i < len(segs)-1)
+			r, err = parseSave(seg.body(), table, seg.ended || i < len(segs)-1)
 			if how == "" {
 				how = "iptables-save"
 			}
@@ -298,9 +340,13 @@ func (r *Rules) ipvsMode() string {
 		t := r.Tables[tname]
 		for _, cname := range t.Order {
 			for _, rule := range t.Chains[cname].Rules {
-				for i, a := range rule.Args {
-					if a == "--match-set" && i+1 < len(rule.Args) {
-						switch set := rule.Args[i+1]; set {
+				if !strings.Contains(rule.Text, "--match-set") && rule.args == nil {
+					continue // a save line without the option: not split
+				}
+				args := rule.Args()
+				for i, a := range args {
+					if a == "--match-set" && i+1 < len(args) {
+						switch set := args[i+1]; set {
 						case "KUBE-CLUSTER-IP", "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-UDP", "KUBE-EXTERNAL-IP":
 							return set
 						}
@@ -329,7 +375,7 @@ func (r *Rules) checkLoops() error {
 			state[c.Name] = open
 			path = append(path, c.Name)
 			for _, rule := range c.Rules {
-				next, ok := t.Chains[target(rule.Args)]
+				next, ok := t.Chains[rule.target()]
 				if !ok {
 					continue
 				}
