@@ -32,9 +32,8 @@ func (Engine) Monitor() string { return "iptables" }
 
 // Sniff reads any text: iptables-save fragments (grep'd lines, no header) are the commonest paste, so this
 // engine is asked last (see engines.Lenient) and its parser says which line is wrong.
-func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
-	text := string(raw)
-	if len(raw) > 0 && raw[0] == '{' {
+func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
+	if len(text) > 0 && text[0] == '{' {
 		return dataplanes.Sniffed{}, false, nil
 	}
 	r, readAs, err := parseAll(text)

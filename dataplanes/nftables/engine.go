@@ -37,10 +37,10 @@ func (Engine) Monitor() string { return "nftables" }
 // holds the ruleset) and `nft -f` transactions (kube-proxy's: "add table ip kube-proxy …"). A dump of several
 // commands ("$ nft list table ip nat" lines before each output) is read section by section; sections in none
 // of these formats (another tool's output) are left to other engines.
-func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
+func (Engine) Sniff(raw string) (dataplanes.Sniffed, bool, error) {
 	var part Part
 	var readAs, texts, txs []string
-	for _, sec := range sections(string(raw)) {
+	for _, sec := range sections(raw) {
 		body := strings.TrimSpace(sec.body)
 		switch {
 		case strings.HasPrefix(body, "{"):
@@ -108,26 +108,25 @@ type section struct {
 	command, body string
 }
 
-// sections splits a dump at its "$ COMMAND" lines.
+// sections splits a dump at its "$ COMMAND" lines. Each body is a slice of raw (its lines are contiguous
+// there), not a copy: every engine is shown every dump, and the parsed ruleset keeps its words as slices of it.
 func sections(raw string) []section {
 	var out []section
 	cur := section{}
-	var body strings.Builder
-	for len(raw) > 0 {
-		line, rest, found := strings.Cut(raw, "\n")
-		raw = rest
+	start := 0 // where cur's body starts in raw
+	for at := 0; at < len(raw); {
+		line, next := raw[at:], len(raw)
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line, next = line[:i], at+i+1
+		}
 		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
-			cur.body = body.String()
+			cur.body = raw[start:at]
 			out = append(out, cur)
-			cur, body = section{command: strings.TrimSpace(cmd)}, strings.Builder{}
-			continue
+			cur, start = section{command: strings.TrimSpace(cmd)}, next
 		}
-		body.WriteString(line)
-		if found {
-			body.WriteByte('\n')
-		}
+		at = next
 	}
-	cur.body = body.String()
+	cur.body = raw[start:]
 	return append(out, cur)
 }
 

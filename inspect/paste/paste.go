@@ -71,7 +71,8 @@ func Clean(data string) Paste {
 		data = t
 		strip("a UTF-8 byte-order mark")
 	}
-	if strings.Contains(data, "\r\n") {
+	crlf := strings.Contains(data, "\r\n")
+	if crlf {
 		data = strings.ReplaceAll(data, "\r\n", "\n")
 	}
 	lines := strings.Split(data, "\n")
@@ -83,13 +84,30 @@ func Clean(data string) Paste {
 	if lines, n = unprefix(lines, strip); n > 0 {
 		strip(fmt.Sprintf("log prefixes on %d lines (and kube-proxy's log messages)", n))
 	}
-	lines = unquoteLogged(lines, strip)
+	lines, logged := unquoteLogged(lines, strip)
+	// When nothing was removed, lines are data's own, one after another: an output's text (consecutive lines)
+	// is then a slice of data, not a copy. A 5,000-Service dump is 8 MB, and its rules keep slices of it.
+	var offsets []int // where each line starts in data
+	if len(p.Stripped) == 0 && !crlf && !fenced && n == 0 && !logged {
+		offsets = make([]int, len(lines))
+		at := 0
+		for i, l := range lines {
+			offsets[i] = at
+			at += len(l) + 1
+		}
+	}
 
 	cur := Output{Line: 1}
 	var text []string
+	first := 0       // the index in lines of text's first line
 	hasText := false // whether text holds a line that is not blank
 	flush := func() {
-		body := strings.Join(text, "\n")
+		var body string
+		if offsets != nil && len(text) > 0 {
+			body = data[offsets[first] : offsets[first+len(text)-1]+len(text[len(text)-1])]
+		} else {
+			body = strings.Join(text, "\n")
+		}
 		if !hasText {
 			body = "" // blank and comment lines only: no output (a note before a command line)
 		}
@@ -140,6 +158,9 @@ func Clean(data string) Paste {
 		if len(text) == 0 && strings.TrimSpace(l) == "" {
 			cur.Line = i + 2
 			continue
+		}
+		if len(text) == 0 {
+			first = i
 		}
 		text = append(text, l)
 		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
@@ -252,28 +273,32 @@ func unprefix(lines []string, strip func(string)) ([]string, int) {
 // unquoteLogged turns kube-proxy's logged restore input back into lines: `Restoring iptables rules: *filter`
 // (before 1.21 the rules follow on their own lines) and the structured `"Restoring iptables" rules="*filter\n…"`
 // (one line, quoted). Log messages between them are dropped when the paste is a log.
-func unquoteLogged(lines []string, strip func(string)) []string {
-	var out []string
-	logged := false
-	for _, l := range lines {
+func unquoteLogged(lines []string, strip func(string)) (out []string, logged bool) {
+	for n, l := range lines {
+		var with []string // what l stands for, when it carries logged rules
 		if i := strings.Index(l, "Restoring iptables rules: "); i >= 0 {
-			logged = true
-			out = append(out, l[i+len("Restoring iptables rules: "):])
-			continue
-		}
-		if i := strings.Index(l, ` rules="`); i >= 0 && strings.Contains(l, "Restoring iptables") {
+			with = []string{l[i+len("Restoring iptables rules: "):]}
+		} else if i := strings.Index(l, ` rules="`); i >= 0 && strings.Contains(l, "Restoring iptables") {
 			if s, err := strconv.Unquote(strings.TrimSpace(l[i+len(" rules="):])); err == nil {
-				logged = true
-				out = append(out, strings.Split(s, "\n")...)
-				continue
+				with = strings.Split(s, "\n")
 			}
 		}
-		out = append(out, l)
+		switch {
+		case with != nil && !logged:
+			// The first logged line: from here on the lines are new (a dump with none keeps its own, uncopied).
+			logged = true
+			out = append(append(make([]string, 0, len(lines)), lines[:n]...), with...)
+		case with != nil:
+			out = append(out, with...)
+		case logged:
+			out = append(out, l)
+		}
 	}
-	if logged {
-		strip("kube-proxy's log of its restore input")
+	if !logged {
+		return lines, false
 	}
-	return out
+	strip("kube-proxy's log of its restore input")
+	return out, true
 }
 
 // startOf says which tool's output a line begins ("" for a line any output may hold).
