@@ -3,6 +3,7 @@
 package iptables
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -43,37 +44,43 @@ func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
 		}
 		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
-	part, err := json.Marshal(Part{"input": text})
-	sniffed.keep(text, r)
-	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, err
+	// Part{"input": text} as json.Marshal writes it, without its growing buffer.
+	quoted, err := dataplanes.JSONString(text)
+	if err != nil {
+		return dataplanes.Sniffed{}, true, err
+	}
+	part := append(append([]byte(`{"input":`), quoted...), '}')
+	sniffed.keep(part, r)
+	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, nil
 }
 
-// sniffed keeps the rules of the dump Sniff read last, for the Open of the same text that follows it: a pasted
-// 5,000-Service dump is then parsed once, not twice. Open takes them (a walk compiles rules in place, so they
-// serve one Open).
+// sniffed keeps the rules of the dump Sniff read last, for the Open of the part it made that follows it: a
+// pasted 5,000-Service dump is then parsed once, not twice, and its part is not decoded again. Open takes them
+// (a walk compiles rules in place, so they serve one Open).
 var sniffed lastSniffed
 
 type lastSniffed struct {
 	mu    sync.Mutex
-	text  string
+	part  json.RawMessage
 	rules *Rules
 }
 
-func (l *lastSniffed) keep(text string, r *Rules) {
+func (l *lastSniffed) keep(part json.RawMessage, r *Rules) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.text, l.rules = text, r
+	l.part, l.rules = part, r
 }
 
-// take returns the rules Sniff read from text, if it was the last text sniffed, and forgets them.
-func (l *lastSniffed) take(text string) *Rules {
+// take returns the rules Sniff read for part, if it was the last part Sniff made, and forgets them. The part
+// comes back as the tracer got it (the same bytes: comparing them costs nothing next to parsing).
+func (l *lastSniffed) take(part json.RawMessage) *Rules {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.rules == nil || l.text != text {
+	if l.rules == nil || !bytes.Equal(l.part, part) {
 		return nil
 	}
 	r := l.rules
-	l.text, l.rules = "", nil
+	l.part, l.rules = nil, nil
 	return r
 }
 
@@ -416,9 +423,14 @@ func sortedKeys[V any](m map[string]V) []string {
 // Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers
 // (legacy tables are not), so that the nftables engine leaves them to this one.
 func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	var part Part
-	if err := json.Unmarshal(raw, &part); err != nil {
-		return nil, fmt.Errorf("iptables part: %v", err)
+	// A pasted dump's part, which Sniff has just read: its rules are ready, and its text need not be decoded.
+	sniffedRules := sniffed.take(raw)
+	part := Part{"input": ""}
+	if sniffedRules == nil {
+		part = nil
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return nil, fmt.Errorf("iptables part: %v", err)
+		}
 	}
 	o := &dataplanes.Opened{}
 	ipvsMissing := 0 // how many of o.Missing are the IPVS table
@@ -427,8 +439,8 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 		if !ok {
 			continue
 		}
-		r := sniffed.take(text)
-		if r == nil {
+		r := sniffedRules
+		if backend != "input" || r == nil {
 			var err error
 			if r, err = parse(text); err != nil {
 				return nil, fmt.Errorf("iptables (%s): %v", backend, err)
