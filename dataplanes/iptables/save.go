@@ -79,7 +79,11 @@ type Rule struct {
 	args []string
 	// skip is, for a save line, how many of Text's words come before the rule's own: 2 for `-A CHAIN`, 3 for
 	// `-I CHAIN N`.
-	skip           uint8
+	skip uint8
+	// jump is a save line's -j/-g target, read with its words (jumped says it was): the loop check asks it of
+	// every rule.
+	jump           string
+	jumped         bool
 	Packets, Bytes uint64
 	Assumed        bool
 	// Elided is set for the place where the paste left rules out ("...", "and more....."): a walk reaching it
@@ -105,6 +109,9 @@ func (r *Rule) Args() []string {
 func (r *Rule) target() string {
 	if r.args != nil || r.skip == 0 {
 		return target(r.args)
+	}
+	if r.jumped {
+		return r.jump
 	}
 	n, jump := 0, false
 	for i := 0; ; n++ {
@@ -299,6 +306,7 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 	// evaluates it (Rule.Args). The whole line is checked here, so that a quote left open is refused at once.
 	var words [3]string
 	count := 0
+	jump, jumped, jumpNext := "", false, false // the rule's target, as Rule.target finds it in its words
 	for i := 0; ; count++ {
 		w, next, ok, err := scanWord(line, i)
 		if err != nil {
@@ -310,8 +318,17 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 		if count < len(words) {
 			words[count] = w
 		}
+		// The rule's words start at the third (-A CHAIN) or the fourth (-I CHAIN N, a number, never a jump).
+		switch {
+		case count < 2 || jumped:
+		case jumpNext:
+			jump, jumped = w, true
+		default:
+			jumpNext = w == "-j" || w == "-g" || w == "--jump" || w == "--goto"
+		}
 		i = next
 	}
+	jumped = true // no target: "" is the answer
 	if count < 2 {
 		return "", fmt.Errorf("not an iptables-save line: %q", truncate(line))
 	}
@@ -323,7 +340,7 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 			c.Rules = append(c.Rules, &Rule{Text: t.afterElision, Elided: true})
 		}
 		t.afterElision = ""
-		c.Rules = append(c.Rules, r.newRule(Rule{Text: line, skip: 2, Packets: pk, Bytes: by}))
+		c.Rules = append(c.Rules, r.newRule(Rule{Text: line, skip: 2, jump: jump, jumped: jumped, Packets: pk, Bytes: by}))
 		t.lastRuled = c.Name
 		return c.Name, nil
 	case "-I", "--insert":
@@ -335,7 +352,7 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 				skip, at = 3, min(v-1, len(c.Rules))
 			}
 		}
-		c.Rules = slices.Insert(c.Rules, at, r.newRule(Rule{Text: line, skip: skip, Packets: pk, Bytes: by}))
+		c.Rules = slices.Insert(c.Rules, at, r.newRule(Rule{Text: line, skip: skip, jump: jump, jumped: jumped, Packets: pk, Bytes: by}))
 		t.lastRuled = c.Name
 		return c.Name, nil
 	case "-P", "--policy":
