@@ -84,7 +84,10 @@ func Clean(data string) Paste {
 	if lines, n = unprefix(lines, strip); n > 0 {
 		strip(fmt.Sprintf("log prefixes on %d lines (and kube-proxy's log messages)", n))
 	}
-	lines, logged := unquoteLogged(lines, strip)
+	logged := false
+	if strings.Contains(data, "Restoring iptables") { // both of kube-proxy's log forms say it: one scan, not two a line
+		lines, logged = unquoteLogged(lines, strip)
+	}
 	// When nothing was removed, lines are data's own, one after another: an output's text (consecutive lines)
 	// is then a slice of data, not a copy. A 5,000-Service dump is 8 MB, and its rules keep slices of it.
 	var offsets []int // where each line starts in data
