@@ -6,18 +6,24 @@ import (
 	"unicode/utf8"
 )
 
-// JSONString is s as a JSON string (quotes included), in one buffer of its exact size: a pasted dump travels in
-// its engine's Part as JSON text, and encoding/json grows its buffer a quarter at a time, which for an 8 MB
-// dump allocated 50 MB. The result decodes to s as encoding/json's does (it leaves <, > and & as they are,
-// which is JSON too); text that is not UTF-8 is left to encoding/json, which replaces what is invalid.
-func JSONString(s string) ([]byte, error) {
+// AppendJSONString appends s to dst as a JSON string (quotes included), making room once for it and for extra
+// bytes more (what the caller writes after it): a pasted dump travels in its engine's Part as JSON text, and
+// encoding/json grows its buffer a quarter at a time, which for an 8 MB dump allocated 50 MB. The result
+// decodes to s as encoding/json's does (it leaves <, > and & as they are, which is JSON too); text that is not
+// UTF-8 is left to encoding/json, which replaces what is invalid.
+func AppendJSONString(dst []byte, s string, extra int) ([]byte, error) {
 	if !utf8.ValidString(s) {
-		return json.Marshal(s)
+		q, err := json.Marshal(s)
+		return append(dst, q...), err
 	}
 	// The size, when no byte but these three needs escaping (a dump's tabs and other control characters
 	// are few, and append makes room for them): counted by strings.Count, which reads many bytes at a time.
 	n := len(s) + 2 + strings.Count(s, "\"") + strings.Count(s, "\\") + strings.Count(s, "\n")
-	out := make([]byte, 0, n)
+	out := dst
+	if cap(dst)-len(dst) < n+extra {
+		out = make([]byte, len(dst), len(dst)+n+extra)
+		copy(out, dst)
+	}
 	out = append(out, '"')
 	start := 0 // s[start:i] is copied as it is
 	for i := 0; i < len(s); i++ {

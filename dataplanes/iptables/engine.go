@@ -44,12 +44,12 @@ func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
 		}
 		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
-	// Part{"input": text} as json.Marshal writes it, without its growing buffer.
-	quoted, err := dataplanes.JSONString(text)
+	// Part{"input": text} as json.Marshal writes it, in one buffer of its size.
+	part, err := dataplanes.AppendJSONString([]byte(`{"input":`), text, 1)
 	if err != nil {
 		return dataplanes.Sniffed{}, true, err
 	}
-	part := append(append([]byte(`{"input":`), quoted...), '}')
+	part = append(part, '}')
 	sniffed.keep(part, r)
 	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, nil
 }

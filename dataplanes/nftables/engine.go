@@ -126,39 +126,31 @@ func (part *Part) marshal() ([]byte, error) {
 	if len(part.JSON) > 0 {
 		return json.Marshal(part)
 	}
-	quote := func(s string) ([]byte, error) {
-		if s == "" {
-			return nil, nil // omitempty
-		}
-		return dataplanes.JSONString(s)
-	}
-	text, err := quote(part.Text)
-	if err != nil {
-		return nil, err
-	}
-	tx, err := quote(part.Transaction)
-	if err != nil {
-		return nil, err
-	}
-	var omitted []byte
-	if len(part.Omitted) > 0 {
-		if omitted, err = json.Marshal(part.Omitted); err != nil {
-			return nil, err
-		}
-	}
-	out := append(make([]byte, 0, len(text)+len(tx)+len(omitted)+48), '{')
-	for _, f := range []struct {
-		name  string
-		value []byte
-	}{{"text", text}, {"transaction", tx}, {"omitted", omitted}} {
-		if f.value == nil {
-			continue
-		}
+	out := make([]byte, 0, len(part.Text)+len(part.Transaction)+64)
+	out = append(out, '{')
+	field := func(name string) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(append(append(out, '"'), f.name...), '"', ':')
-		out = append(out, f.value...)
+		out = append(append(append(out, '"'), name...), '"', ':')
+	}
+	for _, f := range []struct{ name, value string }{{"text", part.Text}, {"transaction", part.Transaction}} {
+		if f.value == "" {
+			continue // omitempty
+		}
+		field(f.name)
+		var err error
+		if out, err = dataplanes.AppendJSONString(out, f.value, 64); err != nil {
+			return nil, err
+		}
+	}
+	if len(part.Omitted) > 0 {
+		v, err := json.Marshal(part.Omitted)
+		if err != nil {
+			return nil, err
+		}
+		field("omitted")
+		out = append(out, v...)
 	}
 	return append(out, '}'), nil
 }
