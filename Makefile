@@ -258,10 +258,12 @@ fuzz:
 # iptables-save / nft list at 5,000 NodePort Services (time ratio and peak memory).
 # The benchmarks (root), then their table (internal/benchtable): k8sguide's figures beside their floor's from the
 # same run. The trace benchmarks take their own medians (5 to 9 runs each, interleaved with the floor), the lab
-# benchmarks average 3. K8SGUIDE_BENCH_SERVICES=1000,5000,20000 runs the scale benchmarks at those sizes.
+# benchmarks average 3. K8SGUIDE_BENCH_SERVICES=1000,5000,20000 runs the scale benchmarks at those sizes; BENCH=RE
+# only the benchmarks RE matches (BENCH=TraceOffline: trace --snapshot of a 5,000-Service dump beside --help).
 BENCH_OUT ?= bench.out
+BENCH     ?= .
 bench:
-	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./inspect/tracer/ && \
-	  go test -run '^$$' -bench . -benchtime 3x -timeout 90m ./lab/netns/; echo $$? > $(BENCH_OUT).status; } | tee $(BENCH_OUT)
+	{ go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 90m ./inspect/tracer/ && \
+	  go test -run '^$$' -bench '$(BENCH)' -benchtime 3x -timeout 90m ./lab/netns/; echo $$? > $(BENCH_OUT).status; } | tee $(BENCH_OUT)
 	go run ./internal/benchtable < $(BENCH_OUT)
 	@exit $$(cat $(BENCH_OUT).status)

@@ -26,8 +26,9 @@ type Engine interface {
 	// that printed it as the paste showed it (`$ iptables -t nat -L -n -v`), which the reader uses as a hint, and
 	// an output the paste shows whole (the next prompt or a closing fence follows it) is followed by an empty
 	// prompt, "$ ": readers of formats without an end mark (`iptables -S`, `ipvsadm -Ln`) take an output
-	// without one as possibly cut after its last line.
-	Sniff(raw []byte) (s Sniffed, ok bool, err error)
+	// without one as possibly cut after its last line. raw is text (a string: the engines may keep slices of it,
+	// as the iptables engine keeps its rules' text, and no engine pays a copy of an 8 MB dump to read it).
+	Sniff(raw string) (s Sniffed, ok bool, err error)
 	// Open makes a part ready for the walk.
 	Open(part json.RawMessage, o OpenOptions) (*Opened, error)
 }

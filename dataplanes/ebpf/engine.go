@@ -17,7 +17,7 @@ type Engine struct{}
 func (Engine) Name() dataplanes.Name { return dataplanes.EBPF }
 
 // Sniff: no tool prints Cilium's maps in a form this engine reads; `lb list --bpffs` reads a node's pins.
-func (Engine) Sniff([]byte) (dataplanes.Sniffed, bool, error) {
+func (Engine) Sniff(string) (dataplanes.Sniffed, bool, error) {
 	return dataplanes.Sniffed{}, false, nil
 }
 

@@ -3,6 +3,7 @@
 package iptables
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -32,9 +33,8 @@ func (Engine) Monitor() string { return "iptables" }
 
 // Sniff reads any text: iptables-save fragments (grep'd lines, no header) are the commonest paste, so this
 // engine is asked last (see engines.Lenient) and its parser says which line is wrong.
-func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
-	text := string(raw)
-	if len(raw) > 0 && raw[0] == '{' {
+func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
+	if len(text) > 0 && text[0] == '{' {
 		return dataplanes.Sniffed{}, false, nil
 	}
 	r, readAs, err := parseAll(text)
@@ -44,37 +44,43 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 		}
 		return dataplanes.Sniffed{}, true, fmt.Errorf("iptables-save input: %v", err)
 	}
-	part, err := json.Marshal(Part{"input": text})
-	sniffed.keep(text, r)
-	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, err
+	// Part{"input": text} as json.Marshal writes it, in one buffer of its size.
+	part, err := dataplanes.AppendJSONString([]byte(`{"input":`), text, 1)
+	if err != nil {
+		return dataplanes.Sniffed{}, true, err
+	}
+	part = append(part, '}')
+	sniffed.keep(part, r)
+	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, nil
 }
 
-// sniffed keeps the rules of the dump Sniff read last, for the Open of the same text that follows it: a pasted
-// 5,000-Service dump is then parsed once, not twice. Open takes them (a walk compiles rules in place, so they
-// serve one Open).
+// sniffed keeps the rules of the dump Sniff read last, for the Open of the part it made that follows it: a
+// pasted 5,000-Service dump is then parsed once, not twice, and its part is not decoded again. Open takes them
+// (a walk compiles rules in place, so they serve one Open).
 var sniffed lastSniffed
 
 type lastSniffed struct {
 	mu    sync.Mutex
-	text  string
+	part  json.RawMessage
 	rules *Rules
 }
 
-func (l *lastSniffed) keep(text string, r *Rules) {
+func (l *lastSniffed) keep(part json.RawMessage, r *Rules) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.text, l.rules = text, r
+	l.part, l.rules = part, r
 }
 
-// take returns the rules Sniff read from text, if it was the last text sniffed, and forgets them.
-func (l *lastSniffed) take(text string) *Rules {
+// take returns the rules Sniff read for part, if it was the last part Sniff made, and forgets them. The part
+// comes back as the tracer got it (the same bytes: comparing them costs nothing next to parsing).
+func (l *lastSniffed) take(part json.RawMessage) *Rules {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.rules == nil || l.text != text {
+	if l.rules == nil || !bytes.Equal(l.part, part) {
 		return nil
 	}
 	r := l.rules
-	l.text, l.rules = "", nil
+	l.part, l.rules = nil, nil
 	return r
 }
 
@@ -88,30 +94,76 @@ func parse(text string) (*Rules, error) {
 // segment is one command's output in a dump.
 type segment struct {
 	command string // "" when the dump does not show it
-	lines   []string
+	// text is the output's lines joined, its command line first when it has one: a slice of the dump, unless
+	// an empty prompt in the middle was left out.
+	text string
 	// ended: the paste showed where the output ends (the next prompt, "$ ", followed it).
 	ended bool
 }
 
+// body is the output without its command line.
+func (s segment) body() string {
+	if s.command == "" {
+		return s.text
+	}
+	_, rest, _ := strings.Cut(s.text, "\n")
+	return rest
+}
+
 // segments splits a dump at the `$ COMMAND` lines of iptables commands (a `$` line of a listing that names
-// no iptables tool stays in it: the guide's walkthroughs show `$ ipt KUBE-SERVICES`-like hints).
+// no iptables tool stays in it: the guide's walkthroughs show `$ ipt KUBE-SERVICES`-like hints). The lines are
+// those of strings.Split(text, "\n"); a segment's text is the slice of text they span, not a copy of them.
 func segments(text string) []segment {
 	var out []segment
 	cur := segment{}
-	for _, l := range strings.Split(text, "\n") {
-		if strings.TrimSpace(l) == "$" {
-			cur.ended = true // an empty prompt: the output before it is whole
-			continue
+	var pieces []string  // cur's runs of lines cut by an empty prompt, each a slice of text
+	run, runEnd := -1, 0 // where cur's current run of lines starts and ends in text (-1: none)
+	lines := 0           // cur's lines
+	endRun := func() {
+		if run >= 0 {
+			pieces = append(pieces, text[run:runEnd])
+			run = -1
 		}
-		if cmd, ok := strings.CutPrefix(strings.TrimSpace(l), "$ "); ok && iptablesCommand(cmd) {
-			if len(cur.lines) > 0 || cur.command != "" {
+	}
+	finish := func() {
+		endRun()
+		if len(pieces) == 1 {
+			cur.text = pieces[0]
+		} else {
+			cur.text = strings.Join(pieces, "\n")
+		}
+		pieces = nil
+	}
+	for at := 0; ; {
+		end, next := len(text), -1
+		if i := strings.IndexByte(text[at:], '\n'); i >= 0 {
+			end, next = at+i, at+i+1
+		}
+		l := text[at:end]
+		switch cmd, isCmd := strings.CutPrefix(strings.TrimSpace(l), "$ "); {
+		case strings.TrimSpace(l) == "$":
+			cur.ended = true // an empty prompt: the output before it is whole
+			endRun()
+		case isCmd && iptablesCommand(cmd):
+			if lines > 0 || cur.command != "" {
+				finish()
 				out = append(out, cur)
 			}
-			cur = segment{command: cmd, lines: []string{l}}
-			continue
+			cur, lines, pieces = segment{command: cmd}, 1, nil
+			run, runEnd = at, end
+		default:
+			if run < 0 {
+				run = at
+			}
+			runEnd = end
+			lines++
 		}
-		cur.lines = append(cur.lines, l)
+		if next < 0 {
+			break
+		}
+		at = next
 	}
+	finish()
 	return append(out, cur)
 }
 
@@ -188,7 +240,7 @@ func parseAll(text string) (*Rules, []string, error) {
 	var readAs []string
 	segs := segments(text)
 	for i, seg := range segs {
-		body := strings.Join(seg.lines, "\n")
+		body := seg.text
 		table, listing, rules, verbose, shown := commandForm(seg.command)
 		if seg.command == "" {
 			listing = IsListing(body)
@@ -204,7 +256,7 @@ func parseAll(text string) (*Rules, []string, error) {
 			}
 			why := ""
 			if table == "" {
-				table, why = guessTable(seg.lines, true)
+				table, why = guessTable(strings.Split(body, "\n"), true)
 			}
 			r, err = parseListing(body, table, verbose)
 			if how == "" {
@@ -217,12 +269,8 @@ func parseAll(text string) (*Rules, []string, error) {
 			if table == "" && seg.command != "" && !strings.Contains(shown, "-save") {
 				table = "filter" // `iptables -S` with no -t prints filter
 			}
-			lines := seg.lines
-			if seg.command != "" {
-				lines = lines[1:]
-			}
 			// An output another follows is whole as pasted: only the last may have been cut.
-			r, err = parseSave(strings.Join(lines, "\n"), table, seg.ended || i < len(segs)-1)
+			r, err = parseSave(seg.body(), table, seg.ended || i < len(segs)-1)
 			if how == "" {
 				how = "iptables-save"
 			}
@@ -298,9 +346,13 @@ func (r *Rules) ipvsMode() string {
 		t := r.Tables[tname]
 		for _, cname := range t.Order {
 			for _, rule := range t.Chains[cname].Rules {
-				for i, a := range rule.Args {
-					if a == "--match-set" && i+1 < len(rule.Args) {
-						switch set := rule.Args[i+1]; set {
+				if !strings.Contains(rule.Text, "--match-set") && rule.args == nil {
+					continue // a save line without the option: not split
+				}
+				args := rule.Args()
+				for i, a := range args {
+					if a == "--match-set" && i+1 < len(args) {
+						switch set := args[i+1]; set {
 						case "KUBE-CLUSTER-IP", "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-UDP", "KUBE-EXTERNAL-IP":
 							return set
 						}
@@ -329,7 +381,7 @@ func (r *Rules) checkLoops() error {
 			state[c.Name] = open
 			path = append(path, c.Name)
 			for _, rule := range c.Rules {
-				next, ok := t.Chains[target(rule.Args)]
+				next, ok := t.Chains[rule.target()]
 				if !ok {
 					continue
 				}
@@ -371,9 +423,14 @@ func sortedKeys[V any](m map[string]V) []string {
 // Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers
 // (legacy tables are not), so that the nftables engine leaves them to this one.
 func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	var part Part
-	if err := json.Unmarshal(raw, &part); err != nil {
-		return nil, fmt.Errorf("iptables part: %v", err)
+	// A pasted dump's part, which Sniff has just read: its rules are ready, and its text need not be decoded.
+	sniffedRules := sniffed.take(raw)
+	part := Part{"input": ""}
+	if sniffedRules == nil {
+		part = nil
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return nil, fmt.Errorf("iptables part: %v", err)
+		}
 	}
 	o := &dataplanes.Opened{}
 	ipvsMissing := 0 // how many of o.Missing are the IPVS table
@@ -382,8 +439,8 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 		if !ok {
 			continue
 		}
-		r := sniffed.take(text)
-		if r == nil {
+		r := sniffedRules
+		if backend != "input" || r == nil {
 			var err error
 			if r, err = parse(text); err != nil {
 				return nil, fmt.Errorf("iptables (%s): %v", backend, err)

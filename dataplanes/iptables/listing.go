@@ -186,7 +186,7 @@ func parseListingRule(line string, verbose bool) (*Rule, error) {
 	}
 	args = append(args, "-j", tgt)
 	args = append(args, targetArgs...)
-	return &Rule{Text: text, Args: args}, nil
+	return &Rule{Text: text, args: args}, nil
 }
 
 // listedNames are the names `iptables -L` prints without -n for addresses every distribution's /etc/hosts and

@@ -130,7 +130,7 @@ func TestOpenMissing(t *testing.T) {
 		// An IPVS-mode node's rules without its IPVS table (before: "the node's own socket answers").
 		{"*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT", "the IPVS table"},
 	} {
-		sn, ok, err := Engine{}.Sniff([]byte(tc.dump))
+		sn, ok, err := Engine{}.Sniff(tc.dump)
 		if !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -153,7 +153,7 @@ func TestLoopsRefused(t *testing.T) {
 		"*nat\n:PREROUTING ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n-A PREROUTING -j A\n-A A -j B\n-A B -p tcp -j A\nCOMMIT",
 		"-A A -j B\n-A B -j A",
 	} {
-		_, ok, err := Engine{}.Sniff([]byte(dump))
+		_, ok, err := Engine{}.Sniff(dump)
 		if !ok || err == nil || !strings.Contains(err.Error(), "the rules loop") {
 			t.Errorf("%q: %v", dump, err)
 		}

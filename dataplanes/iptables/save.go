@@ -1,7 +1,6 @@
 package iptables
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -28,6 +27,21 @@ type Rules struct {
 	// it lacks has no known creation (iptables-legacy numbers nothing; iptables-save shows no handles).
 	Created      map[string]netfilter.Creation
 	OrderUnknown string
+	// rules is where a dump's rules are made, a block at a time (newRule): one allocation per rule was 100,000
+	// of them for a 5,000-Service dump.
+	rules []Rule
+	// ruleCount caches RuleCount once a walk asks it (0: not yet): the rules do not change after the parse,
+	// and a command that waits for every Service walks the same rules once per Service.
+	ruleCount int
+}
+
+// newRule places v in the current block of rules and returns it.
+func (r *Rules) newRule(v Rule) *Rule {
+	if len(r.rules) == cap(r.rules) {
+		r.rules = make([]Rule, 0, 1024)
+	}
+	r.rules = append(r.rules, v)
+	return &r.rules[len(r.rules)-1]
 }
 
 // Table is one iptables table.
@@ -54,12 +68,23 @@ type Chain struct {
 	Cut bool
 }
 
-// Rule is one rule, tokenized.
+// Rule is one rule of a chain.
 type Rule struct {
 	// Text is the rule as the input showed it, without counters (`-A KUBE-SVC-… -m comment … -j KUBE-SEP-…`).
+	// Read from iptables-save, it is a slice of the dump, not a copy.
 	Text string
-	// Args are the rule's words after `-A CHAIN`, with quotes removed.
-	Args           []string
+	// args are the rule's words after `-A CHAIN`, with quotes removed, when they are not Text's own (a listing's
+	// rule is translated into them); nil for a save line, whose words Args splits from Text when asked: a walk
+	// evaluates a few thousand of a 5,000-Service dump's 100,000 rules, and keeping every rule's words cost
+	// more than the rest of the parse.
+	args []string
+	// skip is, for a save line, how many of Text's words come before the rule's own: 2 for `-A CHAIN`, 3 for
+	// `-I CHAIN N`.
+	skip uint8
+	// jump is a save line's -j/-g target, read with its words (jumped says it was): the loop check asks it of
+	// every rule.
+	jump           string
+	jumped         bool
 	Packets, Bytes uint64
 	Assumed        bool
 	// Elided is set for the place where the paste left rules out ("...", "and more....."): a walk reaching it
@@ -70,10 +95,46 @@ type Rule struct {
 	compiled *matcher
 }
 
+// Args are the rule's words after `-A CHAIN` (or `-I CHAIN N`), with quotes removed: split from Text each time
+// for a save line (saveLine checked that it splits).
+func (r *Rule) Args() []string {
+	if r.args != nil || r.skip == 0 {
+		return r.args
+	}
+	words, _ := Split(r.Text)
+	return words[min(int(r.skip), len(words)):]
+}
+
+// target is the rule's -j/-g target, found without splitting a save line into a slice: the loop check and
+// kube-proxy's completion ask it of every rule.
+func (r *Rule) target() string {
+	if r.args != nil || r.skip == 0 {
+		return target(r.args)
+	}
+	if r.jumped {
+		return r.jump
+	}
+	n, jump := 0, false
+	for i := 0; ; n++ {
+		w, next, ok := nextWord(r.Text, i)
+		if !ok {
+			return ""
+		}
+		i = next
+		switch {
+		case n < int(r.skip):
+		case jump:
+			return w
+		default:
+			jump = w == "-j" || w == "-g" || w == "--jump" || w == "--goto"
+		}
+	}
+}
+
 // matcher is the rule compiled, once. Not safe for concurrent walks of one ruleset.
 func (r *Rule) matcher() *matcher {
 	if r.compiled == nil {
-		r.compiled = compile(r.Args)
+		r.compiled = compile(r.Args())
 		if c := r.compiled.comment; c != "" {
 			r.compiled.service = trace.ServiceFromComment(c)
 		}
@@ -124,13 +185,15 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 	committed := map[string]bool{}
 	var loose []string // header-less lines, read once their table is known
 	var looseAt []int  // and their line numbers
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024) // grows for a long line; a small start keeps a small parse cheap
 	n := 0
 	lastRuleTable := "" // the table of the last rule read (its chain is Table.lastRuled)
-	for sc.Scan() {
+	// Lines are slices of text, which the rules keep as their Text: a 5,000-Service dump is 100,000 lines, and
+	// a copy of each (bufio.Scanner's Text) was as much memory again as the dump.
+	for rest := text; rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
 		n++
-		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimSpace(line)
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 			continue
@@ -150,7 +213,7 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 			loose, looseAt = append(loose, line), append(looseAt, n)
 			continue
 		}
-		if strings.HasPrefix(line, ":") && builtin(table, strings.Fields(line[1:] + " x")[0]) {
+		if strings.HasPrefix(line, ":") && builtin(table, firstField(line[1:])) {
 			declaresBuiltin = true
 		}
 		ruled, err := r.saveLine(table, line)
@@ -160,9 +223,6 @@ func parseSave(text, headerless string, ended bool) (*Rules, error) {
 		if ruled != "" {
 			lastRuleTable = table
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	if len(loose) > 0 {
 		// `iptables -S` states each built-in chain's policy (-P): a whole table, like a header.
@@ -272,11 +332,34 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 		by, _ = strconv.ParseUint(b, 10, 64)
 		line = strings.TrimSpace(line[end+1:])
 	}
-	words, err := Split(line)
-	if err != nil {
-		return "", err
+	// The first three words are all a line's reading needs; the rest are the rule's, split when a walk
+	// evaluates it (Rule.Args). The whole line is checked here, so that a quote left open is refused at once.
+	var words [3]string
+	count := 0
+	jump, jumped, jumpNext := "", false, false // the rule's target, as Rule.target finds it in its words
+	for i := 0; ; count++ {
+		w, next, ok, err := scanWord(line, i)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			break
+		}
+		if count < len(words) {
+			words[count] = w
+		}
+		// The rule's words start at the third (-A CHAIN) or the fourth (-I CHAIN N, a number, never a jump).
+		switch {
+		case count < 2 || jumped:
+		case jumpNext:
+			jump, jumped = w, true
+		default:
+			jumpNext = w == "-j" || w == "-g" || w == "--jump" || w == "--goto"
+		}
+		i = next
 	}
-	if len(words) < 2 {
+	jumped = true // no target: "" is the answer
+	if count < 2 {
 		return "", fmt.Errorf("not an iptables-save line: %q", truncate(line))
 	}
 	switch words[0] {
@@ -287,23 +370,23 @@ func (r *Rules) saveLine(table, line string) (ruled string, err error) {
 			c.Rules = append(c.Rules, &Rule{Text: t.afterElision, Elided: true})
 		}
 		t.afterElision = ""
-		c.Rules = append(c.Rules, &Rule{Text: line, Args: words[2:], Packets: pk, Bytes: by})
+		c.Rules = append(c.Rules, r.newRule(Rule{Text: line, skip: 2, jump: jump, jumped: jumped, Packets: pk, Bytes: by}))
 		t.lastRuled = c.Name
 		return c.Name, nil
 	case "-I", "--insert":
 		// -I CHAIN [N] rule: N is 1-based, 1 when left out.
 		c := t.chain(words[1])
-		args, at := words[2:], 0
-		if len(args) > 0 {
-			if v, err := strconv.Atoi(args[0]); err == nil && v >= 1 {
-				args, at = args[1:], min(v-1, len(c.Rules))
+		skip, at := uint8(2), 0
+		if count > 2 {
+			if v, err := strconv.Atoi(words[2]); err == nil && v >= 1 {
+				skip, at = 3, min(v-1, len(c.Rules))
 			}
 		}
-		c.Rules = slices.Insert(c.Rules, at, &Rule{Text: line, Args: args, Packets: pk, Bytes: by})
+		c.Rules = slices.Insert(c.Rules, at, r.newRule(Rule{Text: line, skip: skip, jump: jump, jumped: jumped, Packets: pk, Bytes: by}))
 		t.lastRuled = c.Name
 		return c.Name, nil
 	case "-P", "--policy":
-		if len(words) < 3 {
+		if count < 3 {
 			return "", fmt.Errorf("policy without a verdict: %q", truncate(line))
 		}
 		t.chain(words[1]).Policy = words[2]
@@ -411,43 +494,78 @@ func (t *Table) chain(name string) *Chain {
 // Split splits an iptables-save rule into words the way iptables-restore does: double quotes group, a
 // backslash escapes the next character.
 func Split(line string) ([]string, error) {
-	words := make([]string, 0, 24)
-	i := 0
-	for {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
+	// Counted first, so that the words take one slice of their own size: a walk splits every rule it evaluates.
+	n := 0
+	for i := 0; ; n++ {
+		_, next, ok, err := scanWord(line, i)
+		if err != nil {
+			return nil, err
 		}
-		if i == len(line) {
+		if !ok {
+			break
+		}
+		i = next
+	}
+	words := make([]string, 0, n)
+	for i := 0; ; {
+		w, next, ok := nextWord(line, i)
+		if !ok {
 			return words, nil
 		}
-		// Find the word's end, and whether it is plain (no escapes; quotes, if any, only around all of it):
-		// then it is a slice of the line. A node with 5,000 Services has 100,000 rules to split.
-		start, quotes, escaped, quoted := i, 0, false, false
-		for ; i < len(line); i++ {
-			ch := line[i]
-			if ch == '\\' && i+1 < len(line) {
-				escaped = true
-				i++
-			} else if ch == '"' {
-				quoted = !quoted
-				quotes++
-			} else if (ch == ' ' || ch == '\t') && !quoted {
-				break
-			}
-		}
-		if quoted {
-			return nil, fmt.Errorf("unterminated quote in %q", truncate(line))
-		}
-		word := line[start:i]
-		switch {
-		case !escaped && quotes == 0:
-			words = append(words, word)
-		case !escaped && quotes == 2 && word[0] == '"' && word[len(word)-1] == '"':
-			words = append(words, word[1:len(word)-1])
-		default:
-			words = append(words, unescapeWord(word))
+		words, i = append(words, w), next
+	}
+}
+
+// nextWord is scanWord of a line known to split (no quote left open).
+func nextWord(line string, i int) (word string, next int, ok bool) {
+	word, next, ok, _ = scanWord(line, i)
+	return word, next, ok
+}
+
+// scanWord reads the word of line that starts at or after i, as Split splits it, and where the scan goes on;
+// ok is false when no word is left. A plain word (no escapes; quotes, if any, only around all of it) is a
+// slice of the line: a node with 5,000 Services has 100,000 rules to read.
+func scanWord(line string, i int) (word string, next int, ok bool, err error) {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	if i == len(line) {
+		return "", i, false, nil
+	}
+	start, quotes, escaped, quoted := i, 0, false, false
+	for ; i < len(line); i++ {
+		ch := line[i]
+		if ch == '\\' && i+1 < len(line) {
+			escaped = true
+			i++
+		} else if ch == '"' {
+			quoted = !quoted
+			quotes++
+		} else if (ch == ' ' || ch == '\t') && !quoted {
+			break
 		}
 	}
+	if quoted {
+		return "", i, false, fmt.Errorf("unterminated quote in %q", truncate(line))
+	}
+	word = line[start:i]
+	switch {
+	case !escaped && quotes == 0:
+	case !escaped && quotes == 2 && word[0] == '"' && word[len(word)-1] == '"':
+		word = word[1 : len(word)-1]
+	default:
+		word = unescapeWord(word)
+	}
+	return word, i, true, nil
+}
+
+// firstField is strings.Fields(s)[0], "" for a blank s, without making the slice.
+func firstField(s string) string {
+	s = strings.TrimLeft(s, " \t")
+	if i := strings.IndexAny(s, " \t"); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // unescapeWord drops a word's quotes and backslashes, keeping what they protect.
@@ -498,8 +616,7 @@ func (r *Rules) completeKubeProxy() {
 		}
 		c.Assumed = true
 		for _, t := range texts {
-			w, _ := Split(t)
-			c.Rules = append(c.Rules, &Rule{Text: t, Args: w[2:], Assumed: true})
+			c.Rules = append(c.Rules, &Rule{Text: t, skip: 2, Assumed: true})
 		}
 	}
 	_, hasServices := nat.Chains["KUBE-SERVICES"]
@@ -516,14 +633,13 @@ func (r *Rules) completeKubeProxy() {
 		c := nat.Chains["KUBE-SERVICES"]
 		jumps := false
 		for _, rule := range c.Rules {
-			if target(rule.Args) == "KUBE-NODEPORTS" {
+			if rule.target() == "KUBE-NODEPORTS" {
 				jumps = true
 			}
 		}
 		if !jumps {
 			t := `-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`
-			w, _ := Split(t)
-			c.Rules = append(c.Rules, &Rule{Text: t, Args: w[2:], Assumed: true})
+			c.Rules = append(c.Rules, &Rule{Text: t, skip: 2, Assumed: true})
 		}
 	}
 	if r.referenced("KUBE-MARK-MASQ") {
@@ -535,7 +651,7 @@ func (r *Rules) referenced(chain string) bool {
 	for _, t := range r.Tables {
 		for _, c := range t.Chains {
 			for _, rule := range c.Rules {
-				if target(rule.Args) == chain {
+				if rule.target() == chain {
 					return true
 				}
 			}

@@ -30,3 +30,43 @@ func TestSplit(t *testing.T) {
 		t.Error("an unterminated quote is not an error")
 	}
 }
+
+// A save line's target, read with its words when it is parsed, is the one its words name (Rule.target of a
+// rule split into Args), and its Args are its words after `-A CHAIN` or `-I CHAIN N`.
+func TestTargetReadWithWords(t *testing.T) {
+	for _, c := range []struct{ line, target string }{
+		{`-A X -j Y`, "Y"},
+		{`-A X -m comment --comment "a -j B" -j C`, "C"},
+		{`-A X -m comment --comment a\ -j\ B -g C`, "C"},
+		{`-I X 2 -j Y`, "Y"},
+		{`-I X -j Y`, "Y"},
+		{`-I X 2 -p tcp`, ""},
+		{`-A X -j`, ""},
+		{`-A X -p tcp --goto "Q R"`, "Q R"},
+		{`-A X -j -j Z`, "-j"},
+		{`-A X --jump Y\"Z --to-destination 1.2.3.4`, `Y"Z`},
+		{`-A -j Y`, ""}, // chain "-j": its rule has no target
+	} {
+		r, err := ParseSave("*nat\n" + c.line + "\nCOMMIT\n")
+		if err != nil {
+			t.Fatalf("%s: %v", c.line, err)
+		}
+		var rule *Rule
+		for _, ch := range r.Tables["nat"].Chains {
+			if len(ch.Rules) > 0 {
+				rule = ch.Rules[0]
+			}
+		}
+		words, _ := Split(c.line)
+		skip := 2
+		if words[0] == "-I" && len(words) > 2 && words[2] == "2" {
+			skip = 3
+		}
+		if got := rule.target(); got != c.target || got != target(words[skip:]) {
+			t.Errorf("%s: target %q, want %q", c.line, got, c.target)
+		}
+		if got := rule.Args(); !reflect.DeepEqual(got, words[skip:]) {
+			t.Errorf("%s: Args %q, want %q", c.line, got, words[skip:])
+		}
+	}
+}

@@ -88,12 +88,16 @@ func inside(stack []frame) []string {
 
 // RuleCount is the number of rules in every table (netfilter.Sized: it bounds the walk's work).
 func (r *Rules) RuleCount() int {
+	if r.ruleCount > 0 {
+		return r.ruleCount
+	}
 	n := 0
 	for _, t := range r.Tables {
 		for _, c := range t.Chains {
 			n += len(c.Rules)
 		}
 	}
+	r.ruleCount = n
 	return n
 }
 

@@ -20,8 +20,8 @@ func (Engine) Monitor() string { return "iptables" }
 // Sniff reads the ipvsadm outputs of a paste (`ipvsadm -Ln`, `ipvsadm -L`, `ipvsadm -Lnc`, each possibly after
 // its "$ COMMAND" line) and leaves the other commands' outputs to other engines. The virtual servers' addresses
 // are the node's (kube-ipvs0 holds them).
-func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
-	st, readAs, ok, err := ReadPaste(string(raw))
+func (Engine) Sniff(raw string) (dataplanes.Sniffed, bool, error) {
+	st, readAs, ok, err := ReadPaste(raw)
 	if !ok || err != nil {
 		return dataplanes.Sniffed{}, ok, err
 	}

@@ -18,27 +18,32 @@ type section struct {
 	text    string
 }
 
-// sections splits a paste at its "$ COMMAND" lines.
+// sections splits a paste at its "$ COMMAND" lines. Each section's text is a slice of raw (its lines are
+// contiguous there): every engine is shown every dump, and a copy of an 8 MB iptables-save dump to find no
+// ipvsadm output in it cost as much as reading the dump.
 func sections(raw string) []section {
 	var out []section
 	cur := section{}
-	var b strings.Builder
-	flush := func() {
-		cur.text = b.String()
+	start := 0 // where cur's text starts in raw
+	flush := func(end int) {
+		cur.text = raw[start:end]
 		if cur.command != "" || strings.TrimSpace(cur.text) != "" {
 			out = append(out, cur)
 		}
-		b.Reset()
 	}
-	for _, l := range strings.SplitAfter(raw, "\n") {
-		if cmd, ok := strings.CutPrefix(l, "$ "); ok {
-			flush()
-			cur = section{command: strings.TrimSpace(cmd)}
-			continue
+	for at := 0; at < len(raw); {
+		l := raw[at:]
+		if i := strings.IndexByte(l, '\n'); i >= 0 {
+			l = l[:i+1]
 		}
-		b.WriteString(l)
+		if cmd, ok := strings.CutPrefix(l, "$ "); ok {
+			flush(at)
+			cur = section{command: strings.TrimSpace(cmd)}
+			start = at + len(l)
+		}
+		at += len(l)
 	}
-	flush()
+	flush(len(raw))
 	return out
 }
 

@@ -118,7 +118,7 @@ func TestParseListRefuses(t *testing.T) {
 
 func sniff(t *testing.T, raw string) dataplanes.Sniffed {
 	t.Helper()
-	sn, ok, err := ipvs.Engine{}.Sniff([]byte(raw))
+	sn, ok, err := ipvs.Engine{}.Sniff(raw)
 	if !ok || err != nil {
 		t.Fatalf("Sniff: ok %v, %v", ok, err)
 	}
@@ -162,7 +162,7 @@ func TestSniffPaste(t *testing.T) {
 		})
 	}
 	for _, raw := range []string{"$ iptables-save\n*nat\nCOMMIT\n", "-A KUBE-SERVICES -j ACCEPT\n", "TCP  10.0.0.1:80 rr\n"} {
-		if _, ok, _ := (ipvs.Engine{}).Sniff([]byte(raw)); ok {
+		if _, ok, _ := (ipvs.Engine{}).Sniff(raw); ok {
 			t.Errorf("%q taken for ipvsadm output", raw)
 		}
 	}
@@ -175,7 +175,7 @@ func TestSniffPaste(t *testing.T) {
 		"$ ipvsadm -L\nTCP  node\xbf1:http rr\n", // not text
 		"$ ipvsadm -L\nTCP  node1 rr\n",          // a name without its port, not cut
 	} {
-		if _, ok, err := (ipvs.Engine{}).Sniff([]byte(raw)); !ok || err == nil {
+		if _, ok, err := (ipvs.Engine{}).Sniff(raw); !ok || err == nil {
 			t.Errorf("%q: ok %v, err %v; want an error saying what to paste", raw, ok, err)
 		}
 	}

@@ -28,22 +28,21 @@ import (
 // IsIPSetList says whether text looks like `ipset list` output: its first line that is not blank or a
 // "$ COMMAND" line names a set, and the next is its "Type:".
 func IsIPSetList(text string) bool {
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
+	// Line by line, without a slice of them all: every output of a paste is asked, an 8 MB dump's too.
+	named := false // the first line that counts named a set: the next that is not blank must be its type
+	for l := range strings.SplitSeq(text, "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "$ ") {
+		switch {
+		case named && l == "":
+			continue // blank lines aside, which ParseIPSetList passes over
+		case named:
+			return strings.HasPrefix(l, "Type:")
+		case l == "" || strings.HasPrefix(l, "$ "):
 			continue
-		}
-		if !strings.HasPrefix(l, "Name:") {
+		case !strings.HasPrefix(l, "Name:"):
 			return false
 		}
-		// The set's next header line is its type (blank lines aside, which ParseIPSetList passes over).
-		for _, next := range lines[i+1:] {
-			if next = strings.TrimSpace(next); next != "" {
-				return strings.HasPrefix(next, "Type:")
-			}
-		}
-		return false
+		named = true
 	}
 	return false
 }
@@ -51,7 +50,7 @@ func IsIPSetList(text string) bool {
 // IsIPSetSave says whether text looks like `ipset save` output (create and add lines), which ParseIPSetSave
 // reads.
 func IsIPSetSave(text string) bool {
-	for _, l := range strings.Split(text, "\n") {
+	for l := range strings.SplitSeq(text, "\n") {
 		f := strings.Fields(l)
 		if len(f) == 0 || f[0] == "$" {
 			continue

@@ -4,9 +4,11 @@
 package nftables
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -37,10 +39,11 @@ func (Engine) Monitor() string { return "nftables" }
 // holds the ruleset) and `nft -f` transactions (kube-proxy's: "add table ip kube-proxy …"). A dump of several
 // commands ("$ nft list table ip nat" lines before each output) is read section by section; sections in none
 // of these formats (another tool's output) are left to other engines.
-func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
+func (Engine) Sniff(raw string) (dataplanes.Sniffed, bool, error) {
 	var part Part
 	var readAs, texts, txs []string
-	for _, sec := range sections(string(raw)) {
+	var last *Ruleset // the ruleset of the last section read
+	for _, sec := range sections(raw) {
 		body := strings.TrimSpace(sec.body)
 		switch {
 		case strings.HasPrefix(body, "{"):
@@ -62,6 +65,7 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 			}
 			part.JSON = json.RawMessage(body)
 			readAs = append(readAs, "nft -j list ruleset "+describe(rs))
+			last = rs
 		case looksLikeTransaction(sec.body):
 			rs, err := ParseTransaction(sec.body)
 			if err != nil {
@@ -69,6 +73,7 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 			}
 			txs = append(txs, sec.body)
 			readAs = append(readAs, "nft -f transaction "+describe(rs))
+			last = rs
 		case looksLikeRuleset(sec.body):
 			rs, err := ParseText(sec.body)
 			if err != nil {
@@ -80,6 +85,7 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 				name = sec.command
 			}
 			readAs = append(readAs, name+" "+describe(rs))
+			last = rs
 		}
 	}
 	if len(readAs) == 0 {
@@ -91,16 +97,91 @@ func (Engine) Sniff(raw []byte) (dataplanes.Sniffed, bool, error) {
 	part.Text = strings.Join(texts, "\n")
 	part.Transaction = strings.Join(txs, "\n")
 	// The whole must read too: a transaction may change the listing's tables, and chains may loop across
-	// sections.
-	rs, err := part.ruleset()
+	// sections. A dump of one section is its whole: what part.ruleset() would parse again is what was read.
+	rs := last
+	var err error
+	if len(readAs) == 1 {
+		err = rs.checkLoops()
+	} else {
+		rs, err = part.ruleset()
+	}
 	if err != nil {
 		return dataplanes.Sniffed{}, true, err
 	}
 	if len(rs.Tables) == 0 {
 		return dataplanes.Sniffed{}, true, fmt.Errorf("%s: no tables: there is no rule to walk", strings.Join(readAs, ", "))
 	}
-	data, err := json.Marshal(part)
-	return dataplanes.Sniffed{Part: data, ReadAs: readAs}, true, err
+	data, err := part.marshal()
+	if err != nil {
+		return dataplanes.Sniffed{}, true, err
+	}
+	sniffed.keep(data, rs)
+	return dataplanes.Sniffed{Part: data, ReadAs: readAs}, true, nil
+}
+
+// marshal is json.Marshal(part), with the text fields written by dataplanes.JSONString (in one buffer of their
+// size: encoding/json's growing buffer allocated five times a 5,000-Service listing's 2.5 MB). nft -j output
+// in the part is left to encoding/json, which compacts it.
+func (part *Part) marshal() ([]byte, error) {
+	if len(part.JSON) > 0 {
+		return json.Marshal(part)
+	}
+	out := make([]byte, 0, len(part.Text)+len(part.Transaction)+64)
+	out = append(out, '{')
+	field := func(name string) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, '"'), name...), '"', ':')
+	}
+	for _, f := range []struct{ name, value string }{{"text", part.Text}, {"transaction", part.Transaction}} {
+		if f.value == "" {
+			continue // omitempty
+		}
+		field(f.name)
+		var err error
+		if out, err = dataplanes.AppendJSONString(out, f.value, 64); err != nil {
+			return nil, err
+		}
+	}
+	if len(part.Omitted) > 0 {
+		v, err := json.Marshal(part.Omitted)
+		if err != nil {
+			return nil, err
+		}
+		field("omitted")
+		out = append(out, v...)
+	}
+	return append(out, '}'), nil
+}
+
+// sniffed keeps the ruleset of the dump Sniff read last, for the Open of the part it made that follows it: a
+// pasted dump is then parsed once, not three times (each section, the whole, and Open). Open takes it (it
+// leaves tables out in place, so it serves one Open).
+var sniffed lastSniffed
+
+type lastSniffed struct {
+	mu   sync.Mutex
+	part json.RawMessage
+	rs   *Ruleset
+}
+
+func (l *lastSniffed) keep(part json.RawMessage, rs *Ruleset) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part, l.rs = part, rs
+}
+
+// take returns the ruleset Sniff read for part, if it was the last part Sniff made, and forgets it.
+func (l *lastSniffed) take(part json.RawMessage) *Ruleset {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rs == nil || !bytes.Equal(l.part, part) {
+		return nil
+	}
+	rs := l.rs
+	l.part, l.rs = nil, nil
+	return rs
 }
 
 // section is one command's output in a dump: command is what its "$ COMMAND" line named ("" before any).
@@ -108,26 +189,25 @@ type section struct {
 	command, body string
 }
 
-// sections splits a dump at its "$ COMMAND" lines.
+// sections splits a dump at its "$ COMMAND" lines. Each body is a slice of raw (its lines are contiguous
+// there), not a copy: every engine is shown every dump, and the parsed ruleset keeps its words as slices of it.
 func sections(raw string) []section {
 	var out []section
 	cur := section{}
-	var body strings.Builder
-	for len(raw) > 0 {
-		line, rest, found := strings.Cut(raw, "\n")
-		raw = rest
+	start := 0 // where cur's body starts in raw
+	for at := 0; at < len(raw); {
+		line, next := raw[at:], len(raw)
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line, next = line[:i], at+i+1
+		}
 		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
-			cur.body = body.String()
+			cur.body = raw[start:at]
 			out = append(out, cur)
-			cur, body = section{command: strings.TrimSpace(cmd)}, strings.Builder{}
-			continue
+			cur, start = section{command: strings.TrimSpace(cmd)}, next
 		}
-		body.WriteString(line)
-		if found {
-			body.WriteByte('\n')
-		}
+		at = next
 	}
-	cur.body = body.String()
+	cur.body = raw[start:]
 	return append(out, cur)
 }
 
@@ -268,13 +348,16 @@ func (part *Part) ruleset() (*Ruleset, error) {
 // Open parses the ruleset and leaves out the tables engines opened before this one walk already, and the
 // tracing tables.
 func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	var part Part
-	if err := json.Unmarshal(raw, &part); err != nil {
-		return nil, fmt.Errorf("nftables part: %v", err)
-	}
-	rs, err := part.ruleset()
-	if err != nil {
-		return nil, fmt.Errorf("nftables: %v", err)
+	rs := sniffed.take(raw) // a pasted dump's, which Sniff has just read
+	if rs == nil {
+		var part Part
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return nil, fmt.Errorf("nftables part: %v", err)
+		}
+		var err error
+		if rs, err = part.ruleset(); err != nil {
+			return nil, fmt.Errorf("nftables: %v", err)
+		}
 	}
 	rs.Leave(o.Covered)
 	opened := &dataplanes.Opened{Rulesets: []netfilter.Ruleset{rs}, Serves: rs.Table("ip", "kube-proxy") != nil}

@@ -224,7 +224,7 @@ func FuzzTransaction(f *testing.F) {
 		if len(text) > maxTextInput {
 			return
 		}
-		if _, _, err := (Engine{}).Sniff([]byte(text)); err != nil && strings.Contains(err.Error(), "internal error") {
+		if _, _, err := (Engine{}).Sniff(text); err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatal(err)
 		}
 		rs, err := ParseTransaction(text)

@@ -17,7 +17,7 @@ import (
 // node), the walk on a node that owns local, and Opened.Missing applied to ends nothing translated.
 func traceDump(t *testing.T, dump, src, dst, proto string, fromNode bool, local ...string) (*trace.Trace, dataplanes.Sniffed) {
 	t.Helper()
-	sn, ok, err := Engine{}.Sniff([]byte(dump))
+	sn, ok, err := Engine{}.Sniff(dump)
 	if !ok || err != nil {
 		t.Fatalf("sniff: ok %v, err %v", ok, err)
 	}
@@ -291,7 +291,7 @@ func TestSniffFormats(t *testing.T) {
 		{"transaction that deletes everything", "add table ip t\ndelete table ip t\n", true, "no tables", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sn, ok, err := Engine{}.Sniff([]byte(c.dump))
+			sn, ok, err := Engine{}.Sniff(c.dump)
 			if ok != c.ok {
 				t.Fatalf("ok %v, err %v", ok, err)
 			}

@@ -30,14 +30,15 @@ type Output struct {
 // WithCommand is the output with its command line first ("$ COMMAND") and, when it Ended, the next prompt ("$ ")
 // last: the form engines' readers take (see dataplanes.Engine.Sniff).
 func (o Output) WithCommand() string {
-	s := o.Text
+	head, tail := "", ""
 	if o.Command != "" {
-		s = "$ " + o.Command + "\n" + s
+		head = "$ " + o.Command + "\n"
 	}
 	if o.Ended {
-		s += "\n" + EndLine
+		tail = "\n" + EndLine
 	}
-	return s
+	// One concatenation, one copy of the text (an 8 MB dump was copied twice when it had both).
+	return head + o.Text + tail
 }
 
 // EndLine is the line after an output the paste shows whole: an empty prompt.
@@ -71,25 +72,42 @@ func Clean(data string) Paste {
 		data = t
 		strip("a UTF-8 byte-order mark")
 	}
-	if strings.Contains(data, "\r\n") {
+	crlf := strings.Contains(data, "\r\n")
+	if crlf {
 		data = strings.ReplaceAll(data, "\r\n", "\n")
 	}
 	lines := strings.Split(data, "\n")
-	lines, fenced := unfence(lines)
+	// at holds where each line starts in data, -1 for a line that is not data's own (made by the cleaning): an
+	// output whose lines follow one another in data, as they were, is a slice of it, not a copy (a 5,000-Service
+	// dump is 8 MB, and its rules keep slices of it), whatever was stripped around it (fences, prompts).
+	at := make([]int, len(lines))
+	for i, next := 0, 0; i < len(lines); i++ {
+		at[i], next = next, next+len(lines[i])+1
+	}
+	lines, at, fenced := unfence(lines, at)
 	if fenced {
 		strip("markdown fences (and the text outside them)")
 	}
 	var n int
-	if lines, n = unprefix(lines, strip); n > 0 {
+	if lines, at, n = unprefix(lines, at, strip); n > 0 {
 		strip(fmt.Sprintf("log prefixes on %d lines (and kube-proxy's log messages)", n))
 	}
-	lines = unquoteLogged(lines, strip)
+	if strings.Contains(data, "Restoring iptables") { // both of kube-proxy's log forms say it: one scan, not two a line
+		lines, at = unquoteLogged(lines, at, strip)
+	}
 
 	cur := Output{Line: 1}
 	var text []string
-	hasText := false // whether text holds a line that is not blank
+	sliced := false    // whether text's lines follow one another in data, from start to end
+	start, end := 0, 0 // where text's lines start and end in data, when sliced
+	hasText := false   // whether text holds a line that is not blank
 	flush := func() {
-		body := strings.Join(text, "\n")
+		var body string
+		if sliced {
+			body = data[start:end]
+		} else {
+			body = strings.Join(text, "\n")
+		}
 		if !hasText {
 			body = "" // blank and comment lines only: no output (a note before a command line)
 		}
@@ -118,7 +136,8 @@ func Clean(data string) Paste {
 		if cmd, ok := commandLine(l); ok {
 			cur.Ended = hasText || cur.Command != ""
 			flush()
-			cur = Output{Command: cmd, Line: i + 2}
+			// A copy: a slice of the paste would keep all of it (8 MB) for the sake of one line.
+			cur = Output{Command: strings.Clone(cmd), Line: i + 2}
 			format = ""
 			if strings.Contains(l, "$") || strings.Contains(l, "#") || strings.Contains(l, ">") {
 				strip("shell prompts and command lines")
@@ -141,6 +160,12 @@ func Clean(data string) Paste {
 			cur.Line = i + 2
 			continue
 		}
+		if len(text) == 0 {
+			sliced, start = at[i] >= 0, at[i]
+		} else {
+			sliced = sliced && at[i] == end+1
+		}
+		end = at[i] + len(l)
 		text = append(text, l)
 		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
 			// A comment line alone is no output: `# Warning: table ip nat is managed by iptables-nft, do not
@@ -158,7 +183,7 @@ func Clean(data string) Paste {
 
 // unfence keeps what is inside markdown fences (``` or ~~~ lines) when the paste has any: text outside them is
 // the issue's prose. An unclosed fence runs to the end.
-func unfence(lines []string) ([]string, bool) {
+func unfence(lines []string, at []int) ([]string, []int, bool) {
 	isFence := func(l string) bool {
 		t := strings.TrimSpace(l)
 		t = strings.TrimLeft(t, "`")
@@ -175,25 +200,26 @@ func unfence(lines []string) ([]string, bool) {
 		// A single stray backtick opening a pasted block (`[user@host ~]$ …) is part of the same habit.
 		if len(lines) > 0 && strings.HasPrefix(lines[0], "`") && !strings.HasPrefix(lines[0], "``") {
 			lines[0] = lines[0][1:]
-			return lines, true
+			at[0]++
+			return lines, at, true
 		}
-		return lines, false
+		return lines, at, false
 	}
-	var out []string
+	out, outAt := make([]string, 0, len(lines)), make([]int, 0, len(lines)) // at most all of them
 	in := false
-	for _, l := range lines {
+	for i, l := range lines {
 		if isFence(l) {
 			in = !in
 			if !in {
-				out = append(out, fenceEnd, "") // the block ended; keep blocks apart
+				out, outAt = append(out, fenceEnd, ""), append(outAt, -1, -1) // the block ended; keep blocks apart
 			}
 			continue
 		}
 		if in {
-			out = append(out, l)
+			out, outAt = append(out, l), append(outAt, at[i])
 		}
 	}
-	return out, true
+	return out, outAt, true
 }
 
 // Log prefixes: klog's (`I0510 12:00:00.000000       1 proxier.go:1234] `) and journald's (`Nov 14 11:06:11
@@ -208,10 +234,10 @@ var (
 // unprefix removes log prefixes in place and returns how many lines had one. A line klog printed is a log
 // message, not a dump's line, unless it carries the restore input (see unquoteLogged): it is dropped, and a
 // failed restore is said.
-func unprefix(lines []string, strip func(string)) ([]string, int) {
+func unprefix(lines []string, at []int, strip func(string)) ([]string, []int, int) {
 	n := 0
-	out := lines[:0]
-	for _, l := range lines {
+	out, outAt := lines[:0], at[:0] // in place: a line is written where it was read, or before
+	for i, l := range lines {
 		orig := l
 		// The prefixes' first bytes, checked before their expressions: a 100,000-line dump has none.
 		if len(l) > 4 && isDigit(l[0]) && l[4] == '-' {
@@ -228,7 +254,7 @@ func unprefix(lines []string, strip func(string)) ([]string, int) {
 			if l != orig {
 				n++
 			}
-			out = append(out, l)
+			out, outAt = append(out, l), append(outAt, shifted(at[i], len(orig)-len(l)))
 			continue
 		}
 		if m := klogPrefix.FindString(l); m != "" {
@@ -244,36 +270,58 @@ func unprefix(lines []string, strip func(string)) ([]string, int) {
 		if l != orig {
 			n++
 		}
-		out = append(out, l)
+		out, outAt = append(out, l), append(outAt, shifted(at[i], len(orig)-len(l)))
 	}
-	return out, n
+	return out, outAt, n
+}
+
+// shifted is where a line starts in the paste once by bytes were cut from its front (-1 stays -1).
+func shifted(at, by int) int {
+	if at < 0 {
+		return -1
+	}
+	return at + by
 }
 
 // unquoteLogged turns kube-proxy's logged restore input back into lines: `Restoring iptables rules: *filter`
 // (before 1.21 the rules follow on their own lines) and the structured `"Restoring iptables" rules="*filter\n…"`
 // (one line, quoted). Log messages between them are dropped when the paste is a log.
-func unquoteLogged(lines []string, strip func(string)) []string {
+func unquoteLogged(lines []string, at []int, strip func(string)) ([]string, []int) {
 	var out []string
+	var outAt []int
 	logged := false
-	for _, l := range lines {
+	for n, l := range lines {
+		var with []string // what l stands for, when it carries logged rules
 		if i := strings.Index(l, "Restoring iptables rules: "); i >= 0 {
-			logged = true
-			out = append(out, l[i+len("Restoring iptables rules: "):])
-			continue
-		}
-		if i := strings.Index(l, ` rules="`); i >= 0 && strings.Contains(l, "Restoring iptables") {
+			with = []string{l[i+len("Restoring iptables rules: "):]}
+		} else if i := strings.Index(l, ` rules="`); i >= 0 && strings.Contains(l, "Restoring iptables") {
 			if s, err := strconv.Unquote(strings.TrimSpace(l[i+len(" rules="):])); err == nil {
-				logged = true
-				out = append(out, strings.Split(s, "\n")...)
-				continue
+				with = strings.Split(s, "\n")
 			}
 		}
-		out = append(out, l)
+		switch {
+		case with != nil && !logged:
+			// The first logged line: from here on the lines are new (a dump with none keeps its own, uncopied).
+			logged = true
+			out = append(append(make([]string, 0, len(lines)), lines[:n]...), with...)
+			outAt = append(append(make([]int, 0, len(lines)), at[:n]...), make([]int, len(with))...)
+			for i := n; i < len(outAt); i++ {
+				outAt[i] = -1 // unquoted: no slice of the paste
+			}
+		case with != nil:
+			out = append(out, with...)
+			for range with {
+				outAt = append(outAt, -1)
+			}
+		case logged:
+			out, outAt = append(out, l), append(outAt, at[n])
+		}
 	}
-	if logged {
-		strip("kube-proxy's log of its restore input")
+	if !logged {
+		return lines, at
 	}
-	return out
+	strip("kube-proxy's log of its restore input")
+	return out, outAt
 }
 
 // startOf says which tool's output a line begins ("" for a line any output may hold).

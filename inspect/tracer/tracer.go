@@ -68,7 +68,7 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			return s, nil
 		case errors.Is(err, snapshot.ErrNotSnapshot):
 			for _, e := range engines.All {
-				sn, ok, err := e.Sniff(trimmed)
+				sn, ok, err := e.Sniff(string(trimmed))
 				if !ok {
 					continue
 				}
@@ -85,7 +85,14 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			return nil, err
 		}
 	}
-	p := paste.Clean(string(data))
+	return loadText(string(data), local)
+}
+
+// loadText is Load of a dump that is not JSON at its start (a pasted tool's output, maybe around JSON), as text:
+// LoadFile reads a file into one string, which the paste front end slices and the engines read (the iptables
+// engine keeps its rules' text as slices of it), so that a 5,000-Service dump is in memory about once.
+func loadText(text string, local []netip.Addr) (*snapshot.Snapshot, error) {
+	p := paste.Clean(text)
 	if len(p.Outputs) == 1 && strings.HasPrefix(strings.TrimSpace(p.Outputs[0].Text), "{") && len(p.Stripped) > 0 {
 		// JSON inside fences or after a command line.
 		return Load([]byte(p.Outputs[0].Text), local)
@@ -97,15 +104,16 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("the input holds no dump k8sguide reads")
 	}
 	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
-	outputs := map[dataplanes.Name][]paste.Output{}
 	parts := map[dataplanes.Name]json.RawMessage{} // an engine's part when one output is all it reads
 	var order []dataplanes.Engine
 	var readAs []string
 	var ipsets []netstate.IPSet
-	var served []netip.Addr // addresses the dumps show Services on (IPVS virtual servers)
-	for _, o := range p.Outputs {
+	var served []netip.Addr                // addresses the dumps show Services on (IPVS virtual servers)
+	raws := map[dataplanes.Name][]string{} // each engine's outputs, as its reader took them
+	for i := range p.Outputs {
+		o := &p.Outputs[i]
 		// ipset's outputs are the node's sets, which rules match against: the network state's, no engine's.
-		if sets, how, ok, err := readIPSets(o); ok {
+		if sets, how, ok, err := readIPSets(*o); ok {
 			if err != nil {
 				return nil, err
 			}
@@ -124,8 +132,12 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 			continue
 		}
 		read := false
+		raw := o.WithCommand()
+		// The readers take raw; the paste's own text of the output may go (a copy of the dump when the output
+		// is followed by the end line).
+		o.Text = ""
 		for _, e := range sniffers {
-			sn, ok, err := e.Sniff([]byte(o.WithCommand()))
+			sn, ok, err := e.Sniff(raw)
 			if !ok {
 				continue
 			}
@@ -139,10 +151,10 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 				}
 				return nil, fmt.Errorf("%s: %v", where, err)
 			}
-			if len(outputs[e.Name()]) == 0 {
+			if len(raws[e.Name()]) == 0 {
 				order = append(order, e)
 			}
-			outputs[e.Name()] = append(outputs[e.Name()], o)
+			raws[e.Name()] = append(raws[e.Name()], raw)
 			parts[e.Name()] = sn.Part
 			readAs = append(readAs, sn.ReadAs...)
 			served = append(served, sn.Local...)
@@ -155,17 +167,13 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 	}
 	s := &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{}}
 	for _, e := range order {
-		outs := outputs[e.Name()]
+		outs := raws[e.Name()]
 		if len(outs) == 1 {
 			s.Engines[e.Name()] = parts[e.Name()]
 			continue
 		}
 		// One part per engine: its outputs together, each after its command line.
-		var all []string
-		for _, o := range outs {
-			all = append(all, o.WithCommand())
-		}
-		sn, ok, err := e.Sniff([]byte(strings.Join(all, "\n")))
+		sn, ok, err := e.Sniff(strings.Join(outs, "\n"))
 		if !ok || err != nil {
 			return nil, fmt.Errorf("%s outputs read one by one but not together: %v", e.Name(), err)
 		}
@@ -232,22 +240,31 @@ func quoteAll(cmds []string) string {
 // LoadFile is Load of a file, or of in when path is "-" (what `--snapshot FILE` reads); a parse error names
 // the file.
 func LoadFile(path string, in io.Reader, local []netip.Addr) (*snapshot.Snapshot, error) {
+	size := int64(-1)
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxInput {
-			return nil, fmt.Errorf("%s: %d MB is more than a node's dump (k8sguide reads up to %d MB; a node with 5,000 Services dumps about 10)", path, st.Size()>>20, MaxInput>>20)
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			if st.Size() > MaxInput {
+				return nil, fmt.Errorf("%s: %d MB is more than a node's dump (k8sguide reads up to %d MB; a node with 5,000 Services dumps about 10)", path, st.Size()>>20, MaxInput>>20)
+			}
+			size = st.Size()
 		}
 		in = f
 	}
-	data, err := ReadInput(in)
+	data, text, err := readDump(in, size, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	s, err := Load(data, local)
+	var s *snapshot.Snapshot
+	if data != nil {
+		s, err = Load(data, local)
+	} else {
+		s, err = loadText(text, local)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -261,30 +278,74 @@ const MaxInput = 64 << 20
 // ReadInput reads a dump of at most MaxInput bytes, and refuses binary data (NUL bytes at its start: /dev/zero,
 // an image, a core file) before reading the rest.
 func ReadInput(in io.Reader) ([]byte, error) {
+	data, _, err := readDump(in, -1, false)
+	return data, err
+}
+
+// readDump is ReadInput, into one buffer of the input's size when size (>= 0) says it. With asText, a dump that
+// does not start as JSON (past a byte-order mark and blanks) is read into a string (text, data nil), which the
+// text readers take without another copy; JSON (a snapshot, nft -j) is read into data, which its decoder takes.
+func readDump(in io.Reader, size int64, asText bool) (data []byte, text string, err error) {
 	head := make([]byte, 64<<10)
+	if size >= 0 && size < int64(len(head)) {
+		head = head[:size+1] // +1: reading past the end says it is the end
+	}
 	n, err := io.ReadFull(in, head)
 	head = head[:n]
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return nil, err
+		return nil, "", err
 	}
 	if bytes.IndexByte(head, 0) >= 0 {
-		return nil, fmt.Errorf("the input is binary data (NUL bytes), not a snapshot or a tool's text output")
+		return nil, "", fmt.Errorf("the input is binary data (NUL bytes), not a snapshot or a tool's text output")
 	}
 	if err != nil { // all of it was read
-		return head, nil
+		return head, "", nil
 	}
-	rest, err := io.ReadAll(io.LimitReader(in, MaxInput+1-int64(n)))
-	if err != nil {
-		return nil, err
+	rest := io.LimitReader(in, MaxInput+1-int64(n))
+	tooBig := fmt.Errorf("the input is more than %d MB, more than a node's dump (a node with 5,000 Services dumps about 10)", MaxInput>>20)
+	if start := bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n"); asText && len(start) > 0 && start[0] != '{' {
+		var b strings.Builder
+		if size > 0 {
+			b.Grow(int(min(size, MaxInput)) + 1)
+		}
+		b.Write(head)
+		if _, err := io.Copy(&b, rest); err != nil {
+			return nil, "", err
+		}
+		if b.Len() > MaxInput {
+			return nil, "", tooBig
+		}
+		text = b.String()
+		if strings.IndexByte(text, 0) >= 0 {
+			return nil, "", fmt.Errorf("the input holds binary data (NUL bytes), not a snapshot or a tool's text output")
+		}
+		return nil, text, nil
 	}
-	data := append(head, rest...)
+	data = head
+	if size > int64(n) {
+		data = make([]byte, n, min(size, MaxInput)+1)
+		copy(data, head)
+	}
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		m, err := rest.Read(data[len(data):cap(data)])
+		data = data[:len(data)+m]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
 	if len(data) > MaxInput {
-		return nil, fmt.Errorf("the input is more than %d MB, more than a node's dump (a node with 5,000 Services dumps about 10)", MaxInput>>20)
+		return nil, "", tooBig
 	}
 	if bytes.IndexByte(data, 0) >= 0 {
-		return nil, fmt.Errorf("the input holds binary data (NUL bytes), not a snapshot or a tool's text output")
+		return nil, "", fmt.Errorf("the input holds binary data (NUL bytes), not a snapshot or a tool's text output")
 	}
-	return data, nil
+	return data, "", nil
 }
 
 // opened is a snapshot's engines, ready for the walk.

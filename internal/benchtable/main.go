@@ -27,7 +27,7 @@ import (
 // floorOf names each benchmark's floor, by the first part of its name that has one.
 var floorOf = map[string]string{
 	"Start":              "a Go program that prints a line",
-	"TraceOffline":       "cat of the dump",
+	"TraceOffline":       "k8sguide --help",
 	"TraceLive/iptables": "iptables-save in the node",
 	"TraceLive/nftables": "nft list ruleset in the node",
 	"Trace5000/iptables": "iptables-save in the node",
