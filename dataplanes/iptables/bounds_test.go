@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
@@ -17,7 +16,9 @@ import (
 
 // walkBounded walks text straight through the walker, past the load-time loop check the CLI makes (Engine.Open
 // refuses rules that loop; the fuzz targets and any other caller do not), and fails when the walk costs more
-// than a small input may: a quarter of a second (generous for 2 cores under -race) or 64 MB.
+// than a small input may: 64 MB of allocations. (It also failed past a quarter of a second, which a loaded
+// machine reached with no change to the walk: 0.6-0.7 s at a load average of 7; the allocations and the walk's
+// own evaluation budget bound the work without a clock.)
 func walkBounded(t *testing.T, text string) (trace.Trace, netfilter.Result) {
 	t.Helper()
 	r, err := ParseSave(text)
@@ -28,15 +29,10 @@ func walkBounded(t *testing.T, text string) (trace.Trace, netfilter.Result) {
 	flow := trace.Flow{Src: netip.MustParseAddr("172.18.0.1"), Dst: netip.MustParseAddr("172.18.0.3"), Dport: 30080, Proto: "tcp"}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start := time.Now()
 	res := netfilter.Outcomes([]netfilter.Ruleset{r}, &n, flow, netfilter.Origin{Iif: "eth0"}, nil)
-	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 		t.Errorf("%d bytes of rules: the walk allocated %d MB", len(text), grew>>20)
-	}
-	if took > 250*time.Millisecond {
-		t.Errorf("%d bytes of rules: the walk took %v", len(text), took)
 	}
 	tr := trace.Trace{Paths: slices.Clone(res.Paths), Notes: res.Notes, Unexplored: res.Unexplored}
 	tr.Finish()

@@ -3,12 +3,10 @@
 package iptables
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -50,39 +48,14 @@ func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
 		return dataplanes.Sniffed{}, true, err
 	}
 	part = append(part, '}')
-	sniffed.keep(part, r)
+	sniffed.Keep(part, r)
 	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, nil
 }
 
 // sniffed keeps the rules of the dump Sniff read last, for the Open of the part it made that follows it: a
 // pasted 5,000-Service dump is then parsed once, not twice, and its part is not decoded again. Open takes them
 // (a walk compiles rules in place, so they serve one Open).
-var sniffed lastSniffed
-
-type lastSniffed struct {
-	mu    sync.Mutex
-	part  json.RawMessage
-	rules *Rules
-}
-
-func (l *lastSniffed) keep(part json.RawMessage, r *Rules) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.part, l.rules = part, r
-}
-
-// take returns the rules Sniff read for part, if it was the last part Sniff made, and forgets them. The part
-// comes back as the tracer got it (the same bytes: comparing them costs nothing next to parsing).
-func (l *lastSniffed) take(part json.RawMessage) *Rules {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.rules == nil || !bytes.Equal(l.part, part) {
-		return nil
-	}
-	r := l.rules
-	l.part, l.rules = nil, nil
-	return r
-}
+var sniffed dataplanes.SniffCache[*Rules]
 
 // parse reads a dump: one or more outputs of iptables-save, `iptables -S` or `iptables -L`, each after the
 // `$ COMMAND` line that printed it when the paste showed it.
@@ -424,7 +397,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // (legacy tables are not), so that the nftables engine leaves them to this one.
 func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplanes.Opened, error) {
 	// A pasted dump's part, which Sniff has just read: its rules are ready, and its text need not be decoded.
-	sniffedRules := sniffed.take(raw)
+	sniffedRules, _ := sniffed.Take(raw)
 	part := Part{"input": ""}
 	if sniffedRules == nil {
 		part = nil

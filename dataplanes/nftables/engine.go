@@ -4,11 +4,9 @@
 package nftables
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -115,7 +113,7 @@ func (Engine) Sniff(raw string) (dataplanes.Sniffed, bool, error) {
 	if err != nil {
 		return dataplanes.Sniffed{}, true, err
 	}
-	sniffed.keep(data, rs)
+	sniffed.Keep(data, rs)
 	return dataplanes.Sniffed{Part: data, ReadAs: readAs}, true, nil
 }
 
@@ -158,31 +156,7 @@ func (part *Part) marshal() ([]byte, error) {
 // sniffed keeps the ruleset of the dump Sniff read last, for the Open of the part it made that follows it: a
 // pasted dump is then parsed once, not three times (each section, the whole, and Open). Open takes it (it
 // leaves tables out in place, so it serves one Open).
-var sniffed lastSniffed
-
-type lastSniffed struct {
-	mu   sync.Mutex
-	part json.RawMessage
-	rs   *Ruleset
-}
-
-func (l *lastSniffed) keep(part json.RawMessage, rs *Ruleset) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.part, l.rs = part, rs
-}
-
-// take returns the ruleset Sniff read for part, if it was the last part Sniff made, and forgets it.
-func (l *lastSniffed) take(part json.RawMessage) *Ruleset {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.rs == nil || !bytes.Equal(l.part, part) {
-		return nil
-	}
-	rs := l.rs
-	l.part, l.rs = nil, nil
-	return rs
-}
+var sniffed dataplanes.SniffCache[*Ruleset]
 
 // section is one command's output in a dump: command is what its "$ COMMAND" line named ("" before any).
 type section struct {
@@ -348,7 +322,7 @@ func (part *Part) ruleset() (*Ruleset, error) {
 // Open parses the ruleset and leaves out the tables engines opened before this one walk already, and the
 // tracing tables.
 func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	rs := sniffed.take(raw) // a pasted dump's, which Sniff has just read
+	rs, _ := sniffed.Take(raw) // a pasted dump's, which Sniff has just read
 	if rs == nil {
 		var part Part
 		if err := json.Unmarshal(raw, &part); err != nil {
