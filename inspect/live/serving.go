@@ -27,8 +27,11 @@ import (
 	"github.com/k8sguide/k8sguide/lab"
 )
 
-// servingPoll is how often WaitServing reads the nodes again.
-const servingPoll = 100 * time.Millisecond
+// servingPoll is how often WaitServing reads the nodes again, after a read quicker than slowRead.
+const (
+	servingPoll = 100 * time.Millisecond
+	slowRead    = 500 * time.Millisecond
+)
 
 // ServingTimeout is how long a command waits for the dataplanes to take its change: a kube-proxy sync of
 // thousands of Services through iptables-restore with the nf_tables backend takes tens of seconds.
@@ -84,11 +87,16 @@ func WaitServing(ctx context.Context, p lab.Provider, name string, want func(*v1
 		}
 		// The nodes' proxies and the apiserver share the machine with this loop, and it is their work it waits
 		// for: a read that took long (thousands of Services: every node's rules, collected and parsed) is
-		// followed by a pause twice as long, so that waiting takes at most about a third of a core.
+		// followed by a pause twice as long, so that waiting takes at most about a third of a core. A quick read
+		// (a lab of a few Services) is repeated at servingPoll, so that small changes return as soon as ever.
+		pause := servingPoll
+		if took := time.Since(began); took > slowRead {
+			pause = 2 * took
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(max(servingPoll, 2*time.Since(began))):
+		case <-time.After(pause):
 		}
 	}
 }
