@@ -39,24 +39,19 @@ func ciliumChartCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Local {
-				src, err := chart.SourceChartDir()
-				if err != nil {
-					return fmt.Errorf("installing Cilium: %v", err)
-				}
-				if _, err := helminstall.Fetch(c.Context(), o, os.Stderr); err != nil { // checks it is Cilium's at chart.Version()
-					return err
-				}
-				fmt.Println(src)
-				return nil
-			}
-			ch, err := helminstall.Fetch(c.Context(), o, os.Stderr)
+			ch, err := helminstall.Fetch(c.Context(), o, os.Stderr) // checked: Cilium's chart at chart.Version()
 			if err != nil {
 				return err
 			}
-			path, err := chartutil.Save(ch, dir)
+			// Cilium's own source is already a chart directory install can load; a pulled chart is saved.
+			var path string
+			if o.Local {
+				path, err = chart.SourceChartDir()
+			} else if path, err = chartutil.Save(ch, dir); err != nil {
+				err = fmt.Errorf("keeping the Cilium chart: %v", err)
+			}
 			if err != nil {
-				return fmt.Errorf("keeping the Cilium chart: %v", err)
+				return err
 			}
 			fmt.Println(path)
 			return nil
