@@ -507,6 +507,17 @@ func newBounds(rulesets []Ruleset) *bounds {
 	return b
 }
 
+// AddRules grows the Run's bounds by n rules an engine read as the walk went (a ruleset read for one packet,
+// inside its node): the bounds follow the input's size, and the input grew.
+func (w *Walk) AddRules(n int) {
+	b := w.budget
+	b.rules += n
+	grown := min(maxEvaluations, minEvaluations+evaluationsPerRule*b.rules)
+	b.evaluations += grown - b.maxEvaluations
+	b.maxEvaluations = grown
+	b.perPath = minPerPath + pathStepsPerRule*b.rules
+}
+
 // alternative is a sequence of random choices a walk did not take, and its chance.
 type alternative struct {
 	script []int

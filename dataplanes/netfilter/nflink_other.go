@@ -11,3 +11,6 @@ func KernelTables() ([]KernelTable, error) { return nil, errNotLinux }
 
 // KernelBaseChains needs Linux's nf_tables.
 func KernelBaseChains() ([]KernelChain, error) { return nil, errNotLinux }
+
+// KernelBaseChainsNamed needs Linux's nf_tables.
+func KernelBaseChainsNamed([]string) ([]KernelChain, error) { return nil, errNotLinux }
