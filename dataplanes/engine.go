@@ -52,7 +52,29 @@ type CollectOptions struct {
 	// Covered waits for the engines that collect Covers and returns the nf_tables tables they hold, for an
 	// engine that lists nf_tables tables to leave them out.
 	Covered func() []string
+	// Scope, when set, asks for the part of the engine's state one packet's walk reaches rather than all of it
+	// (a live `trace`): nil reads everything.
+	Scope *Scope
 }
+
+// Scope is a collection for one packet (a live `trace`, tracer.CollectFor), so that a node with thousands of
+// Services is not listed whole for one packet: the engine's Collect reads its entry points (the built-in chains
+// of iptables-nft's tables), and its Open, given the same Scope inside the node, reads what the walk reaches as it
+// reaches it. Collect again then writes the part from what was read. An engine that cannot read a part of its
+// state reads all of it and leaves Read alone.
+type Scope struct {
+	// Context bounds the reads the walk makes inside Open.
+	Context context.Context
+	// Packet is the packet the walks follow, for the part to say what it was read for ("tcp to
+	// 10.0.0.2:80 from client").
+	Packet string
+	// Read holds what the engine read, by its own keys ("nat/KUBE-SERVICES"), in its own form.
+	Read map[string]string
+}
+
+// Scoped is a ruleset an engine read in part for one packet (CollectOptions.Scope): Unread names, in the
+// engine's keys, what walks reached and the part lacks.
+type Scoped interface{ Unread() []string }
 
 // Part is one engine's share of a snapshot.
 type Part struct {
@@ -71,6 +93,9 @@ type OpenOptions struct {
 	// Parts names every engine whose part the snapshot holds (a pasted dump may hold one engine's rules
 	// without the part they hand packets to).
 	Parts []Name
+	// Scope, inside the node a part read for one packet came from, lets the walk read what it reaches and the
+	// part lacks (see Scope); nil elsewhere.
+	Scope *Scope
 }
 
 // Opened is a part ready for the walk.

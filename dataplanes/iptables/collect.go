@@ -19,6 +19,11 @@ import (
 // legacy modules). Covers names the nf_tables tables the dump holds, and ip6tables-nft's, which nft would
 // otherwise list again.
 func (Engine) Collect(ctx context.Context, o dataplanes.CollectOptions) (dataplanes.Part, error) {
+	if o.Scope != nil {
+		if p, ok := collectScoped(ctx, o); ok {
+			return p, nil
+		}
+	}
 	part := Part{}
 	if out, err := dataplanes.Output(ctx, "iptables-nft-save", "-c"); err == nil {
 		if hasRules(out) {

@@ -426,6 +426,12 @@ func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplane
 		}
 		switch backend {
 		case "nf_tables":
+			if r.Scope = part[ScopeKey]; r.Scope != "" {
+				r.unreadChains = &chainSet{m: map[string]bool{}}
+				if opts.Scope != nil && opts.Scope.Read != nil {
+					r.scope = opts.Scope
+				}
+			}
 			if h, ok := part[HandlesKey]; ok {
 				r.Created = parseHandles(h)
 				r.OrderUnknown = "its nf_tables handles were not read with the rules (the chain was made in between?)"

@@ -2,10 +2,12 @@ package iptables
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/netfilter"
@@ -27,12 +29,48 @@ type Rules struct {
 	// it lacks has no known creation (iptables-legacy numbers nothing; iptables-save shows no handles).
 	Created      map[string]netfilter.Creation
 	OrderUnknown string
+	// Scope is the packet the rules were read for, chain by chain as its walk reached them (ScopeKey), "" for a
+	// whole ruleset: a chain the rules jump to and do not hold was then not read, rather than missing from the
+	// node, and a walk that reaches one records it (Unread) for the collector to read next.
+	Scope string
+	// scope, inside the node the rules were read in for one packet, reads the chains a walk reaches and they
+	// lack (readChain).
+	scope *dataplanes.Scope
+	// unreadChains are the "TABLE/CHAIN"s walks reached and a scoped read lacked.
+	unreadChains *chainSet
 	// rules is where a dump's rules are made, a block at a time (newRule): one allocation per rule was 100,000
 	// of them for a 5,000-Service dump.
 	rules []Rule
 	// ruleCount caches RuleCount once a walk asks it (0: not yet): the rules do not change after the parse,
 	// and a command that waits for every Service walks the same rules once per Service.
 	ruleCount int
+}
+
+// chainSet is a set of "TABLE/CHAIN"s that walks add to.
+type chainSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// unread records that a walk jumped to chain key ("TABLE/CHAIN"), which a scoped read lacks.
+func (r *Rules) unread(key string) {
+	if r.unreadChains == nil {
+		return // set by Open with Scope; walks may run concurrently, so it is not made here
+	}
+	r.unreadChains.mu.Lock()
+	defer r.unreadChains.mu.Unlock()
+	r.unreadChains.m[key] = true
+}
+
+// Unread are the chains ("TABLE/CHAIN") walks of rules read for one packet reached and the read lacked, sorted:
+// what the collector reads next (dataplanes.Scope.Want). Always empty for a whole ruleset.
+func (r *Rules) Unread() []string {
+	if r.unreadChains == nil {
+		return nil
+	}
+	r.unreadChains.mu.Lock()
+	defer r.unreadChains.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.unreadChains.m))
 }
 
 // newRule places v in the current block of rules and returns it.

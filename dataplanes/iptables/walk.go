@@ -296,6 +296,10 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 			add()
 		default:
 			next, ok := t.Chains[tg]
+			if !ok && r.scope != nil {
+				next = r.readChain(w, r.scope, t, tg)
+				ok = next != nil
+			}
 			if !ok {
 				// The kernel loads no rule whose target is missing: the dump is a part of the node's rules, and
 				// what that chain does is not in it.
@@ -308,6 +312,14 @@ func (r *Rules) run(w *netfilter.Walk, t *Table, base *Chain) netfilter.Verdict 
 					h.Verdict = strings.ToLower(tg) + " (not modelled)"
 					add()
 					w.Missing("what target %s does (%s/%s rule %d): k8sguide does not model it", tg, t.Name, f.chain.Name, idx+1)
+					return netfilter.Unknown
+				}
+				if r.Scope != "" {
+					// Read chain by chain for one packet (collectScoped): this chain was not read.
+					r.unread(t.Name + "/" + tg)
+					h.Verdict = verb + " " + tg + " (chain not read)"
+					add()
+					w.Missing("chain %s/%s (%s/%s rule %d %s to it): the node's rules were read only as far as the walk of %s reached", t.Name, tg, t.Name, f.chain.Name, idx+1, does, r.Scope)
 					return netfilter.Unknown
 				}
 				h.Verdict = verb + " " + tg + " (chain not in the input)"
