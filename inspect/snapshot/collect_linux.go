@@ -37,6 +37,12 @@ var Sysctls = []string{
 // bpffs is the directory of the node's pinned Cilium maps. When it is "", Cilium's own place
 // (/sys/fs/bpf/tc/globals) is read if it holds them, as on a real Cilium node.
 func Collect(ctx context.Context, bpffs string) (*Snapshot, error) {
+	return CollectScoped(ctx, bpffs, nil)
+}
+
+// CollectScoped is Collect with each engine's dataplanes.Scope by name: engines with one read the part of their
+// state a packet's walk reaches (tracer.CollectFor).
+func CollectScoped(ctx context.Context, bpffs string, scopes map[dataplanes.Name]*dataplanes.Scope) (*Snapshot, error) {
 	s := &Snapshot{Version: Version, TakenAt: time.Now().UTC(), Engines: map[dataplanes.Name]json.RawMessage{}}
 	var mu sync.Mutex
 	missing := func(what string, err error) {
@@ -51,7 +57,7 @@ func Collect(ctx context.Context, bpffs string) (*Snapshot, error) {
 	var wg sync.WaitGroup
 	for i, e := range engines.All {
 		done[i] = make(chan struct{})
-		opts := dataplanes.CollectOptions{BPFFS: bpffs, Missing: missing, Covered: func() []string {
+		opts := dataplanes.CollectOptions{BPFFS: bpffs, Missing: missing, Scope: scopes[e.Name()], Covered: func() []string {
 			var out []string
 			for j := range i {
 				<-done[j]
@@ -94,6 +100,25 @@ func Collect(ctx context.Context, bpffs string) (*Snapshot, error) {
 		return nil, fmt.Errorf("no iptables or nftables rules, IPVS table or Cilium maps could be read on this node (%s)", strings.Join(s.Missing, "; "))
 	}
 	return s, nil
+}
+
+// Recollect reads again the part of the engine named, with its scope (the chains the last walk reached): the
+// rest of the snapshot stands. The engine's Covered is empty: it is called for engines that read a scope, which
+// list no nf_tables tables that others hold.
+func (s *Snapshot) Recollect(ctx context.Context, bpffs string, name dataplanes.Name, scope *dataplanes.Scope) error {
+	e, ok := engines.Get(name)
+	if !ok {
+		return fmt.Errorf("no engine %s", name)
+	}
+	part, err := e.Collect(ctx, dataplanes.CollectOptions{BPFFS: bpffs, Scope: scope, Covered: func() []string { return nil },
+		Missing: func(what string, err error) { s.Missing = append(s.Missing, fmt.Sprintf("%s: %v", what, err)) }})
+	if err != nil {
+		return err
+	}
+	if len(part.Data) > 0 {
+		s.Engines[name] = part.Data
+	}
+	return nil
 }
 
 // collectIPSets reads the ipsets from the kernel over netlink, which needs no ipset tool (kind's node image has

@@ -12,3 +12,13 @@ import (
 func Collect(context.Context, string) (*Snapshot, error) {
 	return nil, dataplanes.NeedsLinux("collecting a node's snapshot")
 }
+
+// CollectScoped runs inside a lab's (Linux) node, as Collect does.
+func CollectScoped(context.Context, string, map[dataplanes.Name]*dataplanes.Scope) (*Snapshot, error) {
+	return nil, dataplanes.NeedsLinux("collecting a node's snapshot")
+}
+
+// Recollect runs inside a lab's (Linux) node, as Collect does.
+func (s *Snapshot) Recollect(context.Context, string, dataplanes.Name, *dataplanes.Scope) error {
+	return dataplanes.NeedsLinux("collecting a node's snapshot")
+}

@@ -357,12 +357,14 @@ type opened struct {
 	// missingAfterFilter, that all of it acts after the filter table's INPUT and FORWARD chains.
 	missing            []string
 	missingAfterFilter bool
+	// scoped are, by engine, its rulesets read in part for one packet (CollectFor).
+	scoped map[dataplanes.Name][]dataplanes.Scoped
 }
 
 // open opens every engine part of the snapshot, in the engines' order, and names the node's dataplane: the one the
 // snapshot says, else the first engine whose part serves Services, unless a later one supersedes it (IPVS keeps
 // kube-proxy's rules in iptables).
-func open(s *snapshot.Snapshot) (*opened, error) {
+func open(s *snapshot.Snapshot, scopes map[dataplanes.Name]*dataplanes.Scope) (*opened, error) {
 	o := &opened{dataplane: s.Dataplane}
 	covered := map[string]bool{}
 	walkers := map[dataplanes.Name]dataplanes.PacketWalker{}
@@ -377,7 +379,7 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 		if part == nil {
 			continue
 		}
-		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered), Parts: parts})
+		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered), Parts: parts, Scope: scopes[e.Name()]})
 		if err != nil {
 			return nil, err
 		}
@@ -385,6 +387,14 @@ func open(s *snapshot.Snapshot) (*opened, error) {
 			covered[t] = true
 		}
 		o.rulesets = append(o.rulesets, op.Rulesets...)
+		for _, r := range op.Rulesets {
+			if sr, ok := r.(dataplanes.Scoped); ok {
+				if o.scoped == nil {
+					o.scoped = map[dataplanes.Name][]dataplanes.Scoped{}
+				}
+				o.scoped[e.Name()] = append(o.scoped[e.Name()], sr)
+			}
+		}
 		if len(op.Missing) > 0 {
 			o.missingAfterFilter = op.MissingAfterFilter && (len(o.missing) == 0 || o.missingAfterFilter)
 		}
@@ -425,6 +435,8 @@ type Opened struct {
 	snap   *snapshot.Snapshot
 	opened *opened
 	err    error
+	// scopes, by engine, let the walks read what they reach inside the node (CollectFor).
+	scopes map[dataplanes.Name]*dataplanes.Scope
 }
 
 // Open prepares s for walks.
@@ -516,7 +528,7 @@ func (op *Opened) Trace(req Request) (*trace.Trace, error) {
 		assumed = append(assumed, fmt.Sprintf("interfaces %s: the packet arrives on %s and leaves by %s (the dump names none; --in-iface and --out-iface say otherwise)", how, in, out))
 	}
 	if op.opened == nil && op.err == nil {
-		op.opened, op.err = open(s)
+		op.opened, op.err = open(s, op.scopes)
 	}
 	if op.err != nil {
 		return nil, op.err

@@ -15,10 +15,15 @@ import (
 
 // Collect runs the collector (exe is k8sguide's path inside the node) and returns the snapshot document it
 // printed. bpffs is where the node's Cilium maps are pinned; empty lets the collector look in the default place.
-func Collect(ctx context.Context, run Exec, exe, bpffs string) ([]byte, error) {
+// forPacket, when not empty, is the packet the snapshot is for (inspect/tracer.ScopeRequest as JSON): the collector
+// then reads only what that packet's walk reaches.
+func Collect(ctx context.Context, run Exec, exe, bpffs, forPacket string) ([]byte, error) {
 	argv := []string{exe, Group, "collect"}
 	if bpffs != "" {
 		argv = append(argv, "--bpffs", bpffs)
+	}
+	if forPacket != "" {
+		argv = append(argv, "--for", forPacket)
 	}
 	var out, errb bytes.Buffer
 	if err := run(ctx, argv, lab.Streams{Out: &out, Err: &errb}); err != nil {
@@ -27,8 +32,8 @@ func Collect(ctx context.Context, run Exec, exe, bpffs string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func collectCommand(streams lab.Streams, collect func(ctx context.Context, bpffs string) (any, error)) *cobra.Command {
-	var bpffs string
+func collectCommand(streams lab.Streams, collect func(ctx context.Context, bpffs, forPacket string) (any, error)) *cobra.Command {
+	var bpffs, forPacket string
 	cmd := &cobra.Command{
 		Use:  "collect",
 		Args: cobra.NoArgs,
@@ -36,7 +41,7 @@ func collectCommand(streams lab.Streams, collect func(ctx context.Context, bpffs
 			if collect == nil {
 				return fmt.Errorf("this k8sguide has no collector")
 			}
-			s, err := collect(cmd.Context(), bpffs)
+			s, err := collect(cmd.Context(), bpffs, forPacket)
 			if err != nil {
 				return err
 			}
@@ -44,5 +49,6 @@ func collectCommand(streams lab.Streams, collect func(ctx context.Context, bpffs
 		},
 	}
 	cmd.Flags().StringVar(&bpffs, "bpffs", "", "the node's pinned Cilium maps (default: "+lab.DefaultCiliumMaps+" when it has them)")
+	cmd.Flags().StringVar(&forPacket, "for", "", "read only what this packet's trace reaches (JSON: a request and the names its walk needs)")
 	return cmd
 }

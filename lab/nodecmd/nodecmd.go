@@ -29,9 +29,9 @@ type Exec func(ctx context.Context, argv []string, streams lab.Streams) error
 
 // Handlers do the work of the commands whose work lives above this package.
 type Handlers struct {
-	// Collect reads the node's engines and network into a snapshot (inspect/snapshot.Collect); its result is
-	// written as JSON.
-	Collect func(ctx context.Context, bpffs string) (any, error)
+	// Collect reads the node's engines and network into a snapshot (inspect/snapshot.Collect), or only what one
+	// packet's trace reaches when forPacket is set (inspect/tracer.CollectFor); its result is written as JSON.
+	Collect func(ctx context.Context, bpffs, forPacket string) (any, error)
 	// KernelTrace starts the kernel's trace of one flow (inspect/kerneltrace.Start); stop ends it and returns
 	// the event lines.
 	KernelTrace func(ctx context.Context, engine string, f trace.Flow) (stop func() ([]string, error), err error)

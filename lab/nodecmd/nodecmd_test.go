@@ -46,26 +46,28 @@ func inProcess(t *testing.T, h Handlers) Exec {
 }
 
 func TestCollect(t *testing.T) {
-	var gotBPFFS string
-	run := inProcess(t, Handlers{Collect: func(ctx context.Context, bpffs string) (any, error) {
-		gotBPFFS = bpffs
+	var gotBPFFS, gotFor string
+	run := inProcess(t, Handlers{Collect: func(ctx context.Context, bpffs, forPacket string) (any, error) {
+		gotBPFFS, gotFor = bpffs, forPacket
 		if bpffs == "/missing" {
 			return nil, fmt.Errorf("no maps at %s", bpffs)
 		}
 		return map[string]int{"version": 2}, nil
 	}})
-	out, err := Collect(context.Background(), run, "/k8sguide", "/sys/fs/bpf/lab")
+	out, err := Collect(context.Background(), run, "/k8sguide", "/sys/fs/bpf/lab", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(out)); got != `{"version":2}` || gotBPFFS != "/sys/fs/bpf/lab" {
-		t.Errorf("collect printed %s with --bpffs %q", got, gotBPFFS)
+	if got := strings.TrimSpace(string(out)); got != `{"version":2}` || gotBPFFS != "/sys/fs/bpf/lab" || gotFor != "" {
+		t.Errorf("collect printed %s with --bpffs %q --for %q", got, gotBPFFS, gotFor)
 	}
-	if _, err := Collect(context.Background(), run, "/k8sguide", ""); err != nil || gotBPFFS != "" {
-		t.Errorf("no bpffs: %v, handler saw %q", err, gotBPFFS)
+	// The packet travels as one argument, whatever it holds.
+	packet := `{"request":{"Dst":"10.96.0.10:53","From":"pod/a b"}}`
+	if _, err := Collect(context.Background(), run, "/k8sguide", "", packet); err != nil || gotBPFFS != "" || gotFor != packet {
+		t.Errorf("no bpffs, a packet: %v, handler saw %q and %q", err, gotBPFFS, gotFor)
 	}
 	// The collector's own one-line error is what the caller reports, not "exit status 1".
-	if _, err := Collect(context.Background(), run, "/k8sguide", "/missing"); err == nil || err.Error() != "no maps at /missing" {
+	if _, err := Collect(context.Background(), run, "/k8sguide", "/missing", ""); err == nil || err.Error() != "no maps at /missing" {
 		t.Errorf("failed collect: %v", err)
 	}
 }

@@ -6,12 +6,15 @@ package nodecommands
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/kerneltrace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
 )
@@ -24,8 +27,15 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 // Handlers are the node commands the CLI runs: collect and kernel-trace.
 func Handlers() nodecmd.Handlers {
 	return nodecmd.Handlers{
-		Collect: func(ctx context.Context, bpffs string) (any, error) {
-			return snapshot.Collect(ctx, bpffs)
+		Collect: func(ctx context.Context, bpffs, forPacket string) (any, error) {
+			if forPacket == "" {
+				return snapshot.Collect(ctx, bpffs)
+			}
+			var r tracer.ScopeRequest
+			if err := json.Unmarshal([]byte(forPacket), &r); err != nil {
+				return nil, fmt.Errorf("--for: %v", err)
+			}
+			return tracer.CollectFor(ctx, bpffs, r)
 		},
 		KernelTrace: func(ctx context.Context, engine string, f trace.Flow) (func() ([]string, error), error) {
 			s, err := kerneltrace.Start(ctx, engine, f)
