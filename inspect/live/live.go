@@ -5,12 +5,15 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	v1 "k8s.io/api/core/v1"
@@ -52,16 +55,25 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	if _, err := NodeOf(st, node); err != nil {
 		return nil, err
 	}
-	// The names come from the lab's apiserver while the collector runs: with thousands of Services, both take
-	// a while.
-	var k *snapshot.Kubernetes
-	var kerr error
+	return withNames(ctx, p, name, st, nil, nil, func() (*snapshot.Snapshot, error) {
+		return collect(ctx, p, name, st, node, "")
+	})
+}
+
+// withNames runs collect and adds the lab's Kubernetes names to its snapshot: k (or kerr) when the caller read
+// them already, else read from the lab's apiserver while the collector runs (with thousands of Services, both
+// take a while). The snapshot stands without them: it then says why they are missing.
+func withNames(ctx context.Context, p lab.Provider, name string, st lab.Status, k *snapshot.Kubernetes, kerr error, collect func() (*snapshot.Snapshot, error)) (*snapshot.Snapshot, error) {
 	names := make(chan struct{})
-	go func() {
-		defer close(names)
-		k, kerr = kubernetesNames(ctx, p, name, st)
-	}()
-	s, err := collect(ctx, p, name, st, node)
+	if k == nil && kerr == nil {
+		go func() {
+			defer close(names)
+			k, kerr = kubernetesNames(ctx, p, name, st)
+		}()
+	} else {
+		close(names)
+	}
+	s, err := collect()
 	<-names
 	if err != nil {
 		return nil, err
@@ -80,13 +92,61 @@ func Snapshot(ctx context.Context, p lab.Provider, name, node string) (*snapshot
 	return s, nil
 }
 
-// collect runs the collector in node (one of st's) and reads its snapshot, without Kubernetes names.
-func collect(ctx context.Context, p lab.Provider, name string, st lab.Status, node string) (*snapshot.Snapshot, error) {
+// Trace traces req's packet on a lab's node, reading only what its walk reaches (tracer.CollectFor): on a node
+// with thousands of Services that is a fifth of the rules. Should the trace here, with the lab's names, reach a
+// chain the collector's walk did not (the names differ from those it had), the node is read whole and traced
+// again: the answer is never one a part of the rules made up. The snapshot is the one traced.
+func Trace(ctx context.Context, p lab.Provider, name, node string, req tracer.Request) (*trace.Trace, *snapshot.Snapshot, error) {
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := NodeOf(st, node); err != nil {
+		return nil, nil, err
+	}
+	scope := tracer.ScopeRequest{Request: req, Kubernetes: namesOf(st, nil, nil)}
+	var names *snapshot.Kubernetes
+	var namesErr error
+	if pod, ok := strings.CutPrefix(req.From, "pod/"); ok {
+		// The walk starts at the pod's address: the collector needs it before it reads anything.
+		if names, namesErr = kubernetesNames(ctx, p, name, st); namesErr == nil {
+			for _, k := range names.Pods {
+				if k.Name == pod || k.Namespace+"/"+k.Name == pod {
+					scope.Kubernetes.Pods = append(scope.Kubernetes.Pods, k)
+				}
+			}
+		}
+	}
+	forPacket, err := json.Marshal(scope)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := withNames(ctx, p, name, st, names, namesErr, func() (*snapshot.Snapshot, error) {
+		return collect(ctx, p, name, st, node, string(forPacket))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	op := tracer.Open(s)
+	t, err := op.Trace(req)
+	if err != nil || len(op.Unread()) == 0 {
+		return t, s, err // an error is the request's (a pod the lab lacks), whatever was read
+	}
+	if s, err = Snapshot(ctx, p, name, node); err != nil {
+		return nil, nil, err
+	}
+	t, err = tracer.Trace(s, req)
+	return t, s, err
+}
+
+// collect runs the collector in node (one of st's) and reads its snapshot, without Kubernetes names; forPacket
+// (tracer.ScopeRequest as JSON), when set, has it read only what that packet's walk reaches.
+func collect(ctx context.Context, p lab.Provider, name string, st lab.Status, node, forPacket string) (*snapshot.Snapshot, error) {
 	exe, err := p.ToolPath(ctx, name, node)
 	if err != nil {
 		return nil, err
 	}
-	out, err := nodecmd.Collect(ctx, execIn(p, name, node), exe, st.CiliumMaps(node))
+	out, err := nodecmd.Collect(ctx, execIn(p, name, node), exe, st.CiliumMaps(node), forPacket)
 	if err != nil {
 		return nil, fmt.Errorf("collecting %s: %w", node, err)
 	}

@@ -199,7 +199,7 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 		}
 		agreedOnNode := agreed.of(n.Name)
 		wg.Go(func() {
-			snap, err := collect(ctx, p, name, st, n.Name)
+			snap, err := collect(ctx, p, name, st, n.Name, "")
 			if err != nil {
 				errs[i] = err
 				return
@@ -335,7 +335,9 @@ func slicesByService(list []discoveryv1.EndpointSlice) serviceSlices {
 }
 
 // of are svc's slices.
-func (by serviceSlices) of(svc *v1.Service) []discoveryv1.EndpointSlice { return by[svc.Namespace+"/"+svc.Name] }
+func (by serviceSlices) of(svc *v1.Service) []discoveryv1.EndpointSlice {
+	return by[svc.Namespace+"/"+svc.Name]
+}
 
 // endpointsLag says how the EndpointSlices of a Service with a selector still differ from its pods, as the
 // EndpointSlice controller would publish them ("" when they agree): a slice must exist (the controller makes

@@ -109,11 +109,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				}
 				return nil
 			}
-			s, err := live.Snapshot(ctx, p, f.Name, node)
-			if err != nil {
-				return err
-			}
-			t, err := tracer.Trace(s, req)
+			t, s, err := live.Trace(ctx, p, f.Name, node, req)
 			if err != nil {
 				return err
 			}
