@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/nftables"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
 )
@@ -272,6 +274,89 @@ spec:
 			t.Errorf("affinity: first flow to %+v, second to %+v", first.Endpoint, second.Endpoint)
 		}
 	})
+	t.Run("read-for-one-packet", func(t *testing.T) {
+		// A live trace reads only what its packet's walk reaches (tracer.CollectFor: iptables-nft chain by
+		// chain; the other engines whole): its answer must be the one the whole node gives.
+		pod := podOn(t, name, worker)
+		k := &snapshot.Kubernetes{ClientIP: "172.18.0.1", Pods: []snapshot.Pod{{Namespace: "default", Name: pod, IP: podIP(t, name, pod)}}}
+		wip := nodeIP(t, name, worker)
+		for _, req := range []tracer.Request{
+			{Dst: wip + ":" + np},
+			{Dst: cip + ":80", From: "pod/" + pod},
+			{Dst: cip + ":80", From: "node"},
+			{Dst: "127.0.0.1:" + np, From: "node"},
+			{Dst: wip + ":" + e2etest.NodePortOf(t, name, "web-sticky")},
+			{Dst: wip + ":" + e2etest.NodePortOf(t, name, "web-local"), Src: "172.18.0.1:40404"},
+			{Dst: wip + ":1", Proto: "udp"},
+		} {
+			scope, err := json.Marshal(tracer.ScopeRequest{Request: req, Kubernetes: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, part := collectIn(t, worker, ""), collectIn(t, worker, string(scope))
+			whole.Kubernetes, part.Kubernetes = k, k
+			want, err := tracer.Trace(whole, req)
+			if err != nil {
+				t.Fatalf("%+v: %v", req, err)
+			}
+			got, err := tracer.Trace(part, req)
+			if err != nil {
+				t.Fatalf("%+v, read for the packet: %v", req, err)
+			}
+			if w, g := mustJSON(t, want), mustJSON(t, got); w != g {
+				t.Errorf("%+v: the trace of what was read for the packet differs from the whole node's:\nwhole:\n%s\nread for it:\n%s", req, w, g)
+			}
+			var wr, pr iptables.Part
+			json.Unmarshal(whole.Part(dataplanes.IPTables), &wr)
+			json.Unmarshal(part.Part(dataplanes.IPTables), &pr)
+			wn, pn := strings.Count(wr["nf_tables"], " -A "), strings.Count(pr["nf_tables"], " -A ")
+			t.Logf("%+v: %d of the node's %d iptables rules read", req, pn, wn)
+			if d != dataplanes.NFTables && (pr[iptables.ScopeKey] == "" || pn == 0 || pn >= wn) {
+				t.Errorf("%+v: iptables-nft's rules not read for the packet (scope %q): %d of %d rules", req, pr[iptables.ScopeKey], pn, wn)
+			}
+		}
+	})
+}
+
+// collectIn runs the collector in a lab's node: the whole node, or (forPacket, a tracer.ScopeRequest) what one
+// packet's walk reaches.
+func collectIn(t *testing.T, node, forPacket string) *snapshot.Snapshot {
+	t.Helper()
+	argv := []string{"netns", "exec", node, e2etest.Binary, "internal", "collect"}
+	if forPacket != "" {
+		argv = append(argv, "--for", forPacket)
+	}
+	out, err := exec.Command("ip", argv...).Output()
+	if err != nil {
+		t.Fatalf("collect in %s: %v", node, err)
+	}
+	s, err := snapshot.Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func podIP(t *testing.T, name, pod string) string {
+	t.Helper()
+	w, _ := e2etest.Provider().Workloads(t.Context(), name)
+	pods, _ := w.Pods(t.Context())
+	for _, p := range pods {
+		if p.Name == pod {
+			return p.Status.PodIP
+		}
+	}
+	t.Fatalf("no pod %s", pod)
+	return ""
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // With --nodeport-addresses limited to the nodes' network, a NodePort on a node's pod-bridge address is not
