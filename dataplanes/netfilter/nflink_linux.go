@@ -35,9 +35,8 @@ func KernelTables() ([]KernelTable, error) {
 	return out, nil
 }
 
-// KernelBaseChains lists the nf_tables base chains of the calling process's network namespace, with their
-// tables' handles, in two netlink dumps (the chains name their table, not its handle).
-func KernelBaseChains() ([]KernelChain, error) {
+// tableHandles maps each nf_tables table ("FAMILY NAME") to its handle: chains name their table, not its handle.
+func tableHandles() (map[string]int, error) {
 	tables, err := KernelTables()
 	if err != nil {
 		return nil, err
@@ -45,6 +44,16 @@ func KernelBaseChains() ([]KernelChain, error) {
 	handle := map[string]int{}
 	for _, t := range tables {
 		handle[t.Family+" "+t.Name] = t.Handle
+	}
+	return handle, nil
+}
+
+// KernelBaseChains lists the nf_tables base chains of the calling process's network namespace, with their
+// tables' handles, in two netlink dumps (the chains name their table, not its handle).
+func KernelBaseChains() ([]KernelChain, error) {
+	handle, err := tableHandles()
+	if err != nil {
+		return nil, err
 	}
 	var out []KernelChain
 	err = dump(unix.NFT_MSG_GETCHAIN, func(family byte, attrs []byte) {
@@ -63,13 +72,9 @@ func KernelBaseChains() ([]KernelChain, error) {
 // one by one: the dump of every chain that KernelBaseChains makes lists each of the tens of thousands of a
 // node with thousands of Services.
 func KernelBaseChainsNamed(names []string) ([]KernelChain, error) {
-	tables, err := KernelTables()
+	handle, err := tableHandles()
 	if err != nil {
 		return nil, err
-	}
-	handle := map[string]int{}
-	for _, t := range tables {
-		handle[t.Family+" "+t.Name] = t.Handle
 	}
 	fd, err := socket()
 	if err != nil {
