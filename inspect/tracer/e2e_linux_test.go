@@ -284,6 +284,10 @@ spec:
 		pod := podOn(t, name, worker)
 		k := &snapshot.Kubernetes{ClientIP: "172.18.0.1", Pods: []snapshot.Pod{{Namespace: "default", Name: pod, IP: podIP(t, name, pod)}}}
 		wip := nodeIP(t, name, worker)
+		// One whole read for every packet: the lab does not change between them (each whole read costs seconds,
+		// and under the IPVS VM's emulation a minute).
+		whole := collectIn(t, worker, "")
+		whole.Kubernetes = k
 		for _, req := range []tracer.Request{
 			{Dst: wip + ":" + np},
 			{Dst: cip + ":80", From: "pod/" + pod},
@@ -297,8 +301,8 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			whole, part := collectIn(t, worker, ""), collectIn(t, worker, string(scope))
-			whole.Kubernetes, part.Kubernetes = k, k
+			part := collectIn(t, worker, string(scope))
+			part.Kubernetes = k
 			want, err := tracer.Trace(whole, req)
 			if err != nil {
 				t.Fatalf("%+v: %v", req, err)
