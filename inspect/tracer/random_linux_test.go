@@ -20,13 +20,13 @@ import (
 )
 
 // randomCases is how many verified flows the randomized test checks per engine (K8SGUIDE_RANDOM_CASES
-// overrides it). CI runs the default, 100 (about 2.5 minutes a netfilter engine here); a campaign is
-// `make random-agreement RANDOM_CASES=N`.
+// overrides it). CI runs the default, 50 (1.5 to 2.5 minutes a netfilter engine on these machines; 100 made
+// .ci/run pass 80 minutes on a slow one, with the rest); a campaign is `make random-agreement RANDOM_CASES=N`.
 func randomCases() int {
 	if n, err := strconv.Atoi(os.Getenv("K8SGUIDE_RANDOM_CASES")); err == nil && n > 0 {
 		return n
 	}
-	return 100
+	return 50
 }
 
 // TestRandomizedAgreement draws Services (ports, target ports, endpoint counts, traffic policies, session

@@ -43,7 +43,7 @@ func TestMakeLabInstallsOnlyTheLab(t *testing.T) {
 	if out, err := makeOut(t, "-n", "-o", "build", "lab", "NAME=mk-test", "DATAPLANE=ebpf"); err != nil || !strings.Contains(out, "clang-19") {
 		t.Errorf("make lab DATAPLANE=ebpf installs no clang-19 (%v):\n%s", err, out)
 	}
-	for _, target := range []string{"deps", "scenarios"} {
+	for _, target := range []string{"deps", "scenarios", "scenarios-ipvs"} {
 		out, err := makeOut(t, "-n", "-o", "build", target)
 		for _, wanted := range []string{"qemu-system-x86", "vmkernel", "shellcheck", "clang-19"} {
 			if err != nil || !strings.Contains(out, wanted) {
