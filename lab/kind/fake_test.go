@@ -173,6 +173,9 @@ type fakeRuntime struct {
 	sysctls map[string]map[string]string
 	// onCreate, when set, changes each node Create makes.
 	onCreate func(*fakeNode)
+	// late is how many Deletes are each followed by a node the engine finishes making afterwards (an
+	// interrupted create's in-flight `docker run`).
+	late int
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -217,6 +220,10 @@ func (r *fakeRuntime) Delete(name, kubeconfig string) error {
 	r.deleted = append(r.deleted, name)
 	r.deletedKubeconfigs = append(r.deletedKubeconfigs, kubeconfig)
 	delete(r.clusters, name)
+	if r.late > 0 {
+		r.late--
+		r.clusters[name] = []*fakeNode{newFakeNode(name+"-worker2", "worker", "172.18.0.4")}
+	}
 	return nil
 }
 

@@ -565,6 +565,24 @@ func TestCreate(t *testing.T) {
 			t.Fatalf("left %v, deleted %v", rt.clusters, rt.deleted)
 		}
 	})
+	t.Run("interrupted, the engine still making nodes", func(t *testing.T) {
+		// The engine finishes two node containers after kind's clean-up and the first of ours: removed too.
+		p, rt, _ := fakeProvider(t)
+		p.Settle = 20 * time.Millisecond
+		rt.block, rt.late = make(chan struct{}), 2
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, nil), io.Discard) }()
+		cancel()
+		time.Sleep(20 * time.Millisecond)
+		close(rt.block)
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+		if len(rt.clusters) != 0 || len(rt.deleted) != 3 {
+			t.Fatalf("left %v, deleted %v", rt.clusters, rt.deleted)
+		}
+	})
 }
 
 func (r *fakeRuntime) clusterNodes(name string) []*fakeNode {

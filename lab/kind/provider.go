@@ -55,6 +55,9 @@ type Provider struct {
 	WaitForReady time.Duration
 	// Engine says whether a container engine answers (EngineAnswers).
 	Engine func(ctx context.Context) error
+	// Settle is how long the engine must list none of a failed cluster's nodes before Create returns (zero:
+	// settleFor); tests shorten it.
+	Settle time.Duration
 
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface
@@ -165,8 +168,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			err = createError(err, image)
 		}
 		if !cfg.Retain {
-			// kind removes its nodes when it fails itself; this covers the interrupt.
-			p.Runtime.Delete(cfg.Name, cfg.Kubeconfig)
+			// kind removes its nodes when it fails itself; this covers the interrupt, and the engine's late work.
+			p.removeFailed(cfg.Name, cfg.Kubeconfig)
 		}
 		return err
 	}
@@ -718,4 +721,38 @@ func (p *Provider) Kubeconfig(ctx context.Context, name string) ([]byte, error) 
 		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
 	}
 	return []byte(kc), nil
+}
+
+// The engine must list none of a failed cluster's nodes for settleFor, and is given settleMax in all.
+const (
+	settleFor  = 3 * time.Second
+	settleMax  = time.Minute
+	settlePoll = 250 * time.Millisecond
+)
+
+// removeFailed removes the nodes of a cluster whose creation failed or was interrupted, until the engine lists none
+// for a while. kind's create returns at the first node whose `docker run` fails (an interrupt kills the docker
+// clients), and the engine may still finish requests it had taken: in CI here, an interrupted up left all three
+// node containers and their volumes after kind's clean-up and ours had each said "Deleted nodes" for them.
+func (p *Provider) removeFailed(name, kubeconfig string) {
+	quiet := p.Settle
+	if quiet == 0 {
+		quiet = settleFor
+	}
+	p.Runtime.Delete(name, kubeconfig) // the kubeconfig's context too, whatever the engine lists
+	var quietSince time.Time
+	for deadline := time.Now().Add(settleMax); time.Now().Before(deadline); time.Sleep(min(settlePoll, quiet)) {
+		ns, err := p.Runtime.Nodes(name)
+		if err != nil || len(ns) > 0 {
+			quietSince = time.Time{}
+			p.Runtime.Delete(name, kubeconfig)
+			continue
+		}
+		if quietSince.IsZero() {
+			quietSince = time.Now()
+		}
+		if time.Since(quietSince) >= quiet {
+			return
+		}
+	}
 }
