@@ -91,14 +91,20 @@ func Build(ctx context.Context, o Options) (string, error) {
 	b.cleanupImages = append(b.cleanupImages, base)
 	built := "k8sguide/kind-node-build:" + b.key
 	b.say("kind build node-image (base %s, Kubernetes from %s)", base, release)
-	if err := nodeimage.Build(
+	// kind extracts the Kubernetes tarball into os.TempDir() and never removes it (kind v0.33.0,
+	// builder_tarball.go): 790 MB left in /tmp by every build. Its temporary files go in the work directory,
+	// which cleanup removes however the build ends.
+	restoreTmp := setenvFor("TMPDIR", b.work)
+	err = nodeimage.Build(
 		nodeimage.WithImage(built),
 		nodeimage.WithBaseImage(base),
 		nodeimage.WithKubeParam(release),
 		nodeimage.WithBuildType("file"),
 		nodeimage.WithArch(runtime.GOARCH),
 		nodeimage.WithLogger(b.logger),
-	); err != nil {
+	)
+	restoreTmp()
+	if err != nil {
 		return "", fmt.Errorf("kind build node-image: %w", err)
 	}
 	b.cleanupImages = append(b.cleanupImages, built)
@@ -923,5 +929,18 @@ func unmountUnder(dir string) {
 	}
 	for i := len(points) - 1; i >= 0; i-- {
 		syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}
+
+// setenvFor sets the environment variable key to value and returns what puts it back as it was.
+func setenvFor(key, value string) (restore func()) {
+	old, had := os.LookupEnv(key)
+	os.Setenv(key, value)
+	return func() {
+		if had {
+			os.Setenv(key, old)
+		} else {
+			os.Unsetenv(key)
+		}
 	}
 }
