@@ -260,6 +260,7 @@ func fakeProvider(t *testing.T) (*Provider, *fakeRuntime, *fake.Clientset) {
 		Clientset: func([]byte) (kubernetes.Interface, error) { return cs, nil },
 		Tools:     NewTools(host),
 		Engine:    func(context.Context) error { return nil },
+		Settle:    10 * time.Millisecond, // the fake engine has no late work
 	}
 	return p, rt, cs
 }
@@ -568,7 +569,6 @@ func TestCreate(t *testing.T) {
 	t.Run("interrupted, the engine still making nodes", func(t *testing.T) {
 		// The engine finishes two node containers after kind's clean-up and the first of ours: removed too.
 		p, rt, _ := fakeProvider(t)
-		p.Settle = 20 * time.Millisecond
 		rt.block, rt.late = make(chan struct{}), 2
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
