@@ -29,7 +29,7 @@ func (p *Provider) nodeProblems(st *state.Lab) map[string]string {
 	for _, n := range st.Nodes {
 		var what []string
 		if pid, ok := st.InitPIDs[n.Name]; ok && !processAlive(pid) {
-			what = append(what, fmt.Sprintf("its init (pid %d) is gone, so nothing restarts its agent: remove the lab (k8sguide down --name %s) and make it again", pid, name))
+			what = append(what, initGone(pid, name))
 		} else if s, ok := readInitStatus(p.Store, name, n.Name); ok && s.AgentPID == 0 {
 			msg := fmt.Sprintf("its agent stopped (%s)", s.LastExit)
 			if s.RestartAt != nil {
@@ -54,6 +54,11 @@ func (p *Provider) nodeProblems(st *state.Lab) map[string]string {
 		}
 	}
 	return problems
+}
+
+// initGone is what a node whose init (pid) is gone is told, in lab name.
+func initGone(pid int, name string) string {
+	return fmt.Sprintf("its init (pid %d) is gone, so nothing restarts its agent: remove the lab (k8sguide down --name %s) and make it again", pid, name)
 }
 
 // notRunning says that a supervised process is not running, how it last ended and when its agent starts it

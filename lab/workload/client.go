@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	podutil "k8s.io/kubectl/pkg/util/podutils"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -36,6 +37,8 @@ type workloads struct {
 	// rollout is how long Apply and Scale wait for a Deployment's pods.
 	rollout time.Duration
 	poll    time.Duration
+	// downForGood, when set, names the lab's nodes that will start no pod again, and why.
+	downForGood func() map[string]string
 }
 
 // Client gives a lab's objects through client-go. rollout bounds the wait for a Deployment's pods (minutes on
@@ -43,6 +46,26 @@ type workloads struct {
 func Client(cs kubernetes.Interface, rollout, poll time.Duration) lab.Workloads {
 	return &workloads{cs: cs, rollout: rollout, poll: poll}
 }
+
+// ClientOfLab is Client for a lab that knows which of its nodes are down for good (downForGood: each, with
+// why): a rollout with a pod placed on one ends at once with a *PodOnDownNodeError instead of at its timeout.
+// The scheduler places pods on such a node until the node controller sees it NotReady, 40 s later.
+func ClientOfLab(cs kubernetes.Interface, rollout, poll time.Duration, downForGood func() map[string]string) lab.Workloads {
+	return &workloads{cs: cs, rollout: rollout, poll: poll, downForGood: downForGood}
+}
+
+// PodOnDownNodeError is a rollout that cannot finish: a pod of it waits on a node that is down for good. The
+// change itself was made.
+type PodOnDownNodeError struct {
+	Deployment, Pod, Node, Why string
+}
+
+func (e *PodOnDownNodeError) Error() string {
+	return fmt.Sprintf("deployment %s: pod %s waits on node %s, which is down: %s", e.Deployment, e.Pod, e.Node, e.Why)
+}
+
+// downNodeEvery is how often a rollout's wait asks which nodes are down for good.
+const downNodeEvery = time.Second
 
 // Apply applies each object server-side, as `kubectl apply --server-side` does, then waits for the
 // Deployments' pods: the command returns when the pods serve. Every object is first sent as a dry run, so that
@@ -238,6 +261,7 @@ func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Ser
 // as `kubectl rollout status` does. A pod that cannot pull its image ends the wait at once, saying so.
 func (w *workloads) waitRollout(ctx context.Context, namespace, name string) error {
 	deadline := time.Now().Add(w.rollout)
+	var downChecked time.Time
 	for {
 		d, err := w.cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -252,6 +276,12 @@ func (w *workloads) waitRollout(ctx context.Context, namespace, name string) err
 			return err
 		} else if msg != "" {
 			return fmt.Errorf("deployment %s: %s", name, msg)
+		}
+		if w.downForGood != nil && time.Since(downChecked) >= downNodeEvery {
+			downChecked = time.Now()
+			if err := w.podOnDownNode(ctx, d); err != nil {
+				return err
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("deployment %s: %d of %d replicas ready after %v%s", name, s.AvailableReplicas, want, w.rollout, w.notReady(ctx, d))
@@ -299,6 +329,24 @@ func (w *workloads) notReady(ctx context.Context, d *appsv1.Deployment) string {
 		return ""
 	}
 	return "; not ready: " + strings.Join(out, "; ")
+}
+
+// podOnDownNode finds a pod of d that is not ready on a node that is down for good (nil if none).
+func (w *workloads) podOnDownNode(ctx context.Context, d *appsv1.Deployment) error {
+	down := w.downForGood()
+	if len(down) == 0 {
+		return nil
+	}
+	pods, err := w.podsOf(ctx, d)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if why, ok := down[p.Spec.NodeName]; ok && p.DeletionTimestamp == nil && !podutil.IsPodReady(&p) {
+			return &PodOnDownNodeError{Deployment: d.Name, Pod: p.Name, Node: p.Spec.NodeName, Why: why}
+		}
+	}
+	return nil
 }
 
 // podsOf lists the pods d's selector selects.

@@ -232,3 +232,41 @@ func TestApplyRetries(t *testing.T) {
 		t.Errorf("progress %q, want %q", progress.String(), want)
 	}
 }
+
+// TestRolloutEndsOnADownNode: a pod placed on a node that is down for good ends the wait at once, naming the node
+// and why; the same pod on a node that is well is waited for until the timeout.
+func TestRolloutEndsOnADownNode(t *testing.T) {
+	ctx := context.Background()
+	replicas := int32(2)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		},
+		Status: appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 1},
+	}
+	pod := func(name, node string, ready v1.ConditionStatus) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "web"}},
+			Spec:       v1.PodSpec{NodeName: node},
+			Status:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: ready}}},
+		}
+	}
+	down := func() map[string]string { return map[string]string{"w2": "its init (pid 7) is gone"} }
+	for _, tc := range []struct {
+		node    string
+		wantErr bool
+	}{{"w2", true}, {"w1", false}} {
+		cs := fake.NewClientset(d, pod("web-a", "w1", v1.ConditionTrue), pod("web-b", tc.node, v1.ConditionFalse))
+		w := ClientOfLab(cs, 300*time.Millisecond, 5*time.Millisecond, down).(*workloads)
+		err := w.waitRollout(ctx, "default", "web")
+		var onDown *PodOnDownNodeError
+		switch {
+		case tc.wantErr && (!errors.As(err, &onDown) || onDown.Pod != "web-b" || onDown.Node != "w2" || !strings.Contains(err.Error(), "its init (pid 7) is gone")):
+			t.Errorf("pod on the down node: %v", err)
+		case !tc.wantErr && (err == nil || errors.As(err, &onDown) || !strings.Contains(err.Error(), "1 of 2 replicas ready")):
+			t.Errorf("pod on a node that is well: %v, want the timeout", err)
+		}
+	}
+}

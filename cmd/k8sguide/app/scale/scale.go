@@ -49,7 +49,12 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				return err
 			}
 			if err := w.Scale(cmd.Context(), f.Namespace, f.Deployment, f.Replicas); err != nil {
-				return err
+				// A pod placed on a node that is down for good: the scale is made, and what the other nodes
+				// serve is checked below, the down node named.
+				var onDown *workload.PodOnDownNodeError
+				if !errors.As(err, &onDown) {
+					return err
+				}
 			}
 			scaled := fmt.Sprintf("deployment.apps/%s scaled to %d", f.Deployment, f.Replicas)
 			if err := waitServing(cmd.Context(), p, w, f); err != nil {
