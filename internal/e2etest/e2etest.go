@@ -506,7 +506,7 @@ func InVM(t *testing.T, run string) {
 		// which a second emulated CPU runs side by side.
 		Memory:  "3584",
 		CPUs:    2,
-		Timeout: 30 * time.Minute,
+		Timeout: 40 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},
 	})
 	t.Logf("VM: boot, tests and power-off took %s", took.Round(time.Millisecond))

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,9 +21,9 @@ import (
 const qemuBinary = "qemu-system-x86_64"
 
 // qemuArgs is the VM: opts.CPUs emulated CPUs, no devices but the serial console, the kernel and initramfs given
-// directly. "quiet" keeps the kernel's boot messages off the console (TCG writes each byte through an
-// emulated UART); panic=-1 with -no-reboot turns a dying init into qemu exiting instead of a hang;
-// -display none rather than -nographic keeps the firmware's screen output off the serial line;
+// directly. loglevel=5 ("quiet" is 4) keeps the kernel's boot messages off the console (TCG writes each byte
+// through an emulated UART) but shows warnings, among them the stack of a CPU the lockup watchdog finds
+// stuck; panic=-1 with -no-reboot turns a dying init into qemu exiting instead of a hang; -display none rather than -nographic keeps the firmware's screen output off the serial line;
 // cryptomgr.notests skips the crypto self-tests, half a second of emulated CPU at every boot.
 //
 // Under TCG the CPU is the baseline qemu64, which is all Go and Debian's programs need and boots no slower
@@ -33,11 +34,15 @@ func qemuArgs(k *Kernel, opts Options, initrd, nonce string) []string {
 	if os.Getenv(AccelEnv) == "kvm" {
 		accel, cpu = "kvm", "host"
 	}
+	cmdline := "console=ttyS0 loglevel=5 panic=-1 cryptomgr.notests " + markerEnv + "=" + nonce
+	if extra := strings.Fields(os.Getenv(KernelArgsEnv)); len(extra) > 0 {
+		cmdline += " " + strings.Join(extra, " ")
+	}
 	return []string{
 		"-accel", accel, "-cpu", cpu, "-smp", strconv.Itoa(opts.CPUs), "-m", opts.Memory,
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", k.Vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet panic=-1 cryptomgr.notests " + markerEnv + "=" + nonce,
+		"-append", cmdline,
 	}
 }
 
@@ -59,7 +64,8 @@ func runQEMU(ctx context.Context, args []string, nonce string, logLine func(stri
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	con := &console{nonce: nonce}
+	// A guest whose emulated CPUs are wedged never finishes: stop qemu as soon as the console says so.
+	con := &console{nonce: nonce, wedged: func() { cmd.Cancel() }}
 	con.read(stdout, logLine)
 	waitErr := cmd.Wait()
 	took := time.Since(start)
@@ -76,7 +82,24 @@ type console struct {
 	result  bool     // the result marker was seen
 	exit    int      // and the exit code it gave
 	noTests bool     // the guest's go test warned that no test matched
+	// stuck is the longest soft lockup the guest kernel reported, in seconds; wedged is called once when it
+	// reaches wedgedAfter.
+	stuck  int
+	wedged func()
 }
+
+// softLockup is the guest kernel's soft-lockup watchdog line: a CPU that ran kernel code for N seconds without
+// scheduling.
+var softLockup = regexp.MustCompile(`watchdog: BUG: soft lockup - CPU#[0-9]+ stuck for ([0-9]+)s!`)
+
+// wedgedAfter is how long a soft lockup lasts before the run is given up as wedged. Seen here under TCG
+// (qemu 7.2, two emulated CPUs, Debian's 6.1 kernel, in about one run in three): both CPUs stuck in
+// kernel code at once, reported every 28 s for as long as the run was let go (574 s, never recovering), and
+// the next boot of the same test passed. A minute is three reports: far past a slow moment of a starved host.
+const wedgedAfter = 60
+
+// ErrWedged is a run given up because the guest kernel reported a CPU stuck for wedgedAfter seconds.
+var ErrWedged = errors.New("the guest's emulated CPUs wedged")
 
 const tailLines = 40
 
@@ -129,6 +152,13 @@ func (c *console) line(line string) {
 	if len(c.tail) > tailLines {
 		c.tail = c.tail[1:]
 	}
+	if m := softLockup.FindStringSubmatch(line); m != nil {
+		secs, _ := strconv.Atoi(m[1])
+		if secs >= wedgedAfter && c.stuck < wedgedAfter && c.wedged != nil {
+			c.wedged()
+		}
+		c.stuck = max(c.stuck, secs)
+	}
 	if strings.Contains(line, "testing: warning: no tests to run") {
 		c.noTests = true
 	}
@@ -150,6 +180,8 @@ func (c *console) verdict(ctx context.Context, waitErr error, took time.Duration
 		tail = "console tail:\n\t" + strings.Join(c.tail, "\n\t")
 	}
 	switch {
+	case c.stuck >= wedgedAfter && !c.result:
+		return fmt.Errorf("%w: the kernel reported a CPU stuck for %d s, and the run was stopped; %s", ErrWedged, c.stuck, tail)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("the VM did not finish in %s and was killed; %s", took.Round(time.Second), tail)
 	case ctx.Err() != nil:

@@ -39,6 +39,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -62,7 +63,8 @@ type Options struct {
 	// CPUs is qemu's -smp; default 1. Under TCG each emulated CPU is a host thread (multi-threaded TCG), so a
 	// guest running several busy processes at once (a lab's node proxies) gains from a second one.
 	CPUs int
-	// Timeout bounds the whole VM run; default 5 minutes.
+	// Timeout bounds the whole VM run, a second boot included (a guest whose emulated CPUs wedge is booted
+	// once more); default 5 minutes.
 	Timeout time.Duration
 	// Args are the guest test binary's arguments, e.g. "-test.run=^TestGuest", "-test.v". Unless they set
 	// -test.timeout, the guest's tests time out a little before the VM does, so a hung test dumps its
@@ -77,6 +79,10 @@ type Options struct {
 // AccelEnv selects qemu's accelerator: "tcg" (the default) or "kvm". TCG is the default because /dev/kvm on
 // nested cloud machines often exists without VMX/SVM behind it, and a kernel under it dies or crawls.
 const AccelEnv = "K8SGUIDE_VM_ACCEL"
+
+// KernelArgsEnv adds words to the guest kernel's command line, e.g. "loglevel=7" to see the stacks the
+// kernel prints at a lockup, which "quiet" keeps off the console.
+const KernelArgsEnv = "K8SGUIDE_VM_KERNEL_ARGS"
 
 // Boot runs the calling test binary (os.Executable()) as /init in a VM and fails t if the guest's tests fail or
 // the VM does not finish. It skips t when qemu-system-x86_64 is missing or no kernel can be obtained. The
@@ -136,7 +142,22 @@ func boot(ctx context.Context, k *Kernel, opts Options, logLine func(string)) (t
 		float64(size)/(1<<20), time.Since(start).Round(time.Millisecond), k.Version))
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	return runQEMU(ctx, qemuArgs(k, opts, initrd, nonce), nonce, logLine)
+	took, err := runQEMU(ctx, qemuArgs(k, opts, initrd, nonce), nonce, logLine)
+	if errors.Is(err, ErrWedged) {
+		// The emulator's hazard, not the tests': the same image, booted again in the time that is left.
+		logLine(fmt.Sprintf("vmtest: %v", err))
+		logLine(fmt.Sprintf("vmtest: booting again (%s of the %s left)", time.Until(deadlineOf(ctx)).Round(time.Second), opts.Timeout))
+		nonce = newNonce()
+		var again time.Duration
+		again, err = runQEMU(ctx, qemuArgs(k, opts, initrd, nonce), nonce, logLine)
+		took += again
+	}
+	return took, err
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 func withDefaults(opts Options) Options {

@@ -525,11 +525,27 @@ func TestConsoleVerdict(t *testing.T) {
 		{"setup", nil, []string{"vmtest: guest setup: finit_module", resultPrefix + " " + nonce + " exit=125"},
 			"could not set up"},
 		{"no tests", nil, []string{"testing: warning: no tests to run", pass}, "ran no tests"},
+		// The lines a wedged guest printed here (run stopped by the host), and a short lockup it got over.
+		{"wedged", errors.New("signal: killed"), []string{
+			"[  364.621289] watchdog: BUG: soft lockup - CPU#0 stuck for 45s! [k8sguide-lab:177]",
+			"[  364.749296] watchdog: BUG: soft lockup - CPU#1 stuck for 45s! [k8sguide-lab:160]",
+			"[  392.621193] watchdog: BUG: soft lockup - CPU#0 stuck for 71s! [k8sguide-lab:177]"},
+			"emulated CPUs wedged: the kernel reported a CPU stuck for 71 s"},
+		{"a short lockup", nil, []string{"[  9.1] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x:1]", pass}, ""},
 	} {
 		err := judge(tc.waitErr, tc.lines...)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
+	}
+	// The host stops qemu once, at the first report past wedgedAfter.
+	stops := 0
+	c := &console{nonce: nonce, wedged: func() { stops++ }}
+	for _, secs := range []int{22, 50, 78, 106} {
+		c.line(fmt.Sprintf("[ 1.0] watchdog: BUG: soft lockup - CPU#0 stuck for %ds! [k8sguide-lab:177]", secs))
+	}
+	if err := c.verdict(context.Background(), nil, time.Second); stops != 1 || !errors.Is(err, ErrWedged) {
+		t.Errorf("wedged guest: stopped %d times, verdict %v", stops, err)
 	}
 }
 
