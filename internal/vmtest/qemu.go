@@ -29,12 +29,12 @@ const qemuBinary = "qemu-system-x86_64"
 // Under TCG the CPU is the baseline qemu64, which is all Go and Debian's programs need and boots no slower
 // than -cpu max (whose AVX the guest would use, emulated), plus RDRAND: without it the kernel's random pool is
 // not ready seconds into the boot, and anything reading crypto/rand in the guest would wait for it.
-func qemuArgs(k *Kernel, opts Options, initrd, nonce string) []string {
+func qemuArgs(k *Kernel, opts Options, initrd, nonce string, boot int) []string {
 	accel, cpu := "tcg", "qemu64,+rdrand"
 	if os.Getenv(AccelEnv) == "kvm" {
 		accel, cpu = "kvm", "host"
 	}
-	cmdline := "console=ttyS0 loglevel=5 panic=-1 cryptomgr.notests " + markerEnv + "=" + nonce
+	cmdline := fmt.Sprintf("console=ttyS0 loglevel=5 panic=-1 cryptomgr.notests %s=%s %s=%d", markerEnv, nonce, bootEnv, boot)
 	if extra := strings.Fields(os.Getenv(KernelArgsEnv)); len(extra) > 0 {
 		cmdline += " " + strings.Join(extra, " ")
 	}

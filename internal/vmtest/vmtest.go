@@ -142,14 +142,14 @@ func boot(ctx context.Context, k *Kernel, opts Options, logLine func(string)) (t
 		float64(size)/(1<<20), time.Since(start).Round(time.Millisecond), k.Version))
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	took, err := runQEMU(ctx, qemuArgs(k, opts, initrd, nonce), nonce, logLine)
+	took, err := runQEMU(ctx, qemuArgs(k, opts, initrd, nonce, 1), nonce, logLine)
 	if errors.Is(err, ErrWedged) {
 		// The emulator's hazard, not the tests': the same image, booted again in the time that is left.
 		logLine(fmt.Sprintf("vmtest: %v", err))
 		logLine(fmt.Sprintf("vmtest: booting again (%s of the %s left)", time.Until(deadlineOf(ctx)).Round(time.Second), opts.Timeout))
 		nonce = newNonce()
 		var again time.Duration
-		again, err = runQEMU(ctx, qemuArgs(k, opts, initrd, nonce), nonce, logLine)
+		again, err = runQEMU(ctx, qemuArgs(k, opts, initrd, nonce, 2), nonce, logLine)
 		took += again
 	}
 	return took, err

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 // Flags the host passes to the guest to make one of its tests misbehave on purpose.
 var (
 	guestFail  = flag.Bool("vmtest.fail", false, "in the VM: TestGuestFails fails")
+	guestWedge = flag.Bool("vmtest.wedge", false, "in the VM: TestGuestWedgesOnce hangs on the first boot")
 	guestPanic = flag.Bool("vmtest.panic", false, "in the VM: TestGuestPanics panics in a goroutine")
 )
 
@@ -104,6 +105,34 @@ func TestGuestFails(t *testing.T) {
 		t.Skip("only with -vmtest.fail")
 	}
 	t.Fatal("failing on purpose (-vmtest.fail)")
+}
+
+// A guest wedged on its first boot is stopped and booted again, and the run passes on the second boot.
+func TestBootAgainWhenWedged(t *testing.T) {
+	k := needVM(t)
+	var lines []string
+	took, err := boot(t.Context(), k, Options{Args: []string{"-test.run=^TestGuestWedgesOnce$", "-vmtest.wedge", "-test.v"}},
+		func(line string) { lines = append(lines, line); t.Log(line) })
+	if err != nil {
+		t.Fatalf("boot: %v", err)
+	}
+	if log := strings.Join(lines, "\n"); strings.Count(log, "vmtest: booting again") != 1 || !strings.Contains(log, "--- PASS: TestGuestWedgesOnce") {
+		t.Errorf("the run was not booted again once and passed")
+	}
+	t.Logf("wedged, stopped and passed on the second boot in %s", took.Round(time.Millisecond))
+}
+
+// TestGuestWedgesOnce prints what the kernel's lockup watchdog says of a CPU stuck for a minute and hangs, on
+// the first boot; it passes on the next.
+func TestGuestWedgesOnce(t *testing.T) {
+	skipUnlessGuest(t)
+	if !*guestWedge {
+		t.Skip("only with -vmtest.wedge")
+	}
+	if os.Getenv(bootEnv) == "1" {
+		fmt.Printf("[   99.000000] watchdog: BUG: soft lockup - CPU#0 stuck for %ds! [vmtest:1]\n", wedgedAfter+1)
+		time.Sleep(time.Hour)
+	}
 }
 
 func TestGuestPanics(t *testing.T) {
