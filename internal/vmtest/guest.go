@@ -20,7 +20,7 @@ import (
 // to /init as environment, so markerEnv carries the boot's nonce; everything else is in configPath.
 const (
 	markerEnv    = "K8SGUIDE_VMTEST"
-	bootEnv      = "K8SGUIDE_VMTEST_BOOT" // 1, or 2 for the boot after a wedged one
+	bootEnv      = "K8SGUIDE_VMTEST_BOOT" // 1; 2 and on for the boots after wedged ones
 	configPath   = "/vmtest.json"
 	resultPrefix = "K8SGUIDE-VMTEST-RESULT"
 	// exitSetup is the result when the guest could not get as far as running the tests.

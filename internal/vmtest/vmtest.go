@@ -143,17 +143,20 @@ func boot(ctx context.Context, k *Kernel, opts Options, logLine func(string)) (t
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	took, err := runQEMU(ctx, qemuArgs(k, opts, initrd, nonce, 1), nonce, logLine)
-	if errors.Is(err, ErrWedged) {
+	for boot := 2; boot <= maxBoots && errors.Is(err, ErrWedged); boot++ {
 		// The emulator's hazard, not the tests': the same image, booted again in the time that is left.
 		logLine(fmt.Sprintf("vmtest: %v", err))
 		logLine(fmt.Sprintf("vmtest: booting again (%s of the %s left)", time.Until(deadlineOf(ctx)).Round(time.Second), opts.Timeout))
 		nonce = newNonce()
 		var again time.Duration
-		again, err = runQEMU(ctx, qemuArgs(k, opts, initrd, nonce, 2), nonce, logLine)
+		again, err = runQEMU(ctx, qemuArgs(k, opts, initrd, nonce, boot), nonce, logLine)
 		took += again
 	}
 	return took, err
 }
+
+// maxBoots bounds the boots of a run whose guests wedge; the run's Timeout bounds them all.
+const maxBoots = 3
 
 func deadlineOf(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
