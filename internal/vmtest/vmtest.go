@@ -63,8 +63,8 @@ type Options struct {
 	// CPUs is qemu's -smp; default 1. Under TCG each emulated CPU is a host thread (multi-threaded TCG), so a
 	// guest running several busy processes at once (a lab's node proxies) gains from a second one.
 	CPUs int
-	// Timeout bounds the whole VM run, a second boot included (a guest whose emulated CPUs wedge is booted
-	// once more); default 5 minutes.
+	// Timeout bounds the whole VM run, further boots included (a guest whose emulated CPUs wedge is booted
+	// again, up to maxBoots in all); default 5 minutes.
 	Timeout time.Duration
 	// Args are the guest test binary's arguments, e.g. "-test.run=^TestGuest", "-test.v". Unless they set
 	// -test.timeout, the guest's tests time out a little before the VM does, so a hung test dumps its
