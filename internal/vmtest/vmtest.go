@@ -80,8 +80,8 @@ type Options struct {
 // nested cloud machines often exists without VMX/SVM behind it, and a kernel under it dies or crawls.
 const AccelEnv = "K8SGUIDE_VM_ACCEL"
 
-// KernelArgsEnv adds words to the guest kernel's command line, e.g. "loglevel=7" to see the stacks the
-// kernel prints at a lockup, which "quiet" keeps off the console.
+// KernelArgsEnv adds words to the guest kernel's command line, e.g. "loglevel=7" to see every message of the
+// guest kernel on the console.
 const KernelArgsEnv = "K8SGUIDE_VM_KERNEL_ARGS"
 
 // Boot runs the calling test binary (os.Executable()) as /init in a VM and fails t if the guest's tests fail or
