@@ -24,7 +24,8 @@ const qemuBinary = "qemu-system-x86_64"
 // directly. loglevel=5 ("quiet" is 4) keeps the kernel's boot messages off the console (TCG writes each byte
 // through an emulated UART) but shows warnings, among them the stack of a CPU the lockup watchdog finds
 // stuck; panic=-1 with -no-reboot turns a dying init into qemu exiting instead of a hang; -display none
-// rather than -nographic keeps the firmware's screen output off the serial line; cryptomgr.notests skips the crypto self-tests, half a second of emulated CPU at every boot.
+// rather than -nographic keeps the firmware's screen output off the serial line; cryptomgr.notests skips the
+// crypto self-tests, half a second of emulated CPU at every boot.
 //
 // Under TCG the CPU is the baseline qemu64, which is all Go and Debian's programs need and boots no slower
 // than -cpu max (whose AVX the guest would use, emulated), plus RDRAND: without it the kernel's random pool is
