@@ -506,6 +506,7 @@ func InVM(t *testing.T, run string) {
 		// which a second emulated CPU runs side by side.
 		Memory:  "3584",
 		CPUs:    2,
+		// A run takes about 16 minutes here; 40 leaves room to boot again after a guest that wedged (vmtest).
 		Timeout: 40 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},
 	})
