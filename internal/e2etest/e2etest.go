@@ -504,8 +504,8 @@ func InVM(t *testing.T, run string) {
 		// The initramfs holds the test binary (about 260 MB), k8sguide (125 MB) and k8sguide-lab (250 MB), and
 		// the lab runs its control plane (about 370 MB), an agent and a proxy per node and a server per pod,
 		// which a second emulated CPU runs side by side.
-		Memory:  "3584",
-		CPUs:    2,
+		Memory: "3584",
+		CPUs:   2,
 		// A run takes about 16 minutes here; 40 leaves room to boot again after a guest that wedged (vmtest).
 		Timeout: 40 * time.Minute,
 		Args:    []string{"-test.run=" + run, "-test.v"},
