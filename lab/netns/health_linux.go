@@ -26,10 +26,11 @@ import (
 func (p *Provider) nodeProblems(st *state.Lab) map[string]string {
 	name := st.Config.Name
 	problems := map[string]string{}
+	gone := initsGone(st)
 	for _, n := range st.Nodes {
 		var what []string
-		if pid, ok := st.InitPIDs[n.Name]; ok && !processAlive(pid) {
-			what = append(what, initGone(pid, name))
+		if why, ok := gone[n.Name]; ok {
+			what = append(what, why)
 		} else if s, ok := readInitStatus(p.Store, name, n.Name); ok && s.AgentPID == 0 {
 			msg := fmt.Sprintf("its agent stopped (%s)", s.LastExit)
 			if s.RestartAt != nil {
@@ -56,9 +57,16 @@ func (p *Provider) nodeProblems(st *state.Lab) map[string]string {
 	return problems
 }
 
-// initGone is what a node whose init (pid) is gone is told, in lab name.
-func initGone(pid int, name string) string {
-	return fmt.Sprintf("its init (pid %d) is gone, so nothing restarts its agent: remove the lab (k8sguide down --name %s) and make it again", pid, name)
+// initsGone names st's nodes whose init is gone, each with what its user is told: nothing restarts the node's
+// agent, and so its pods, again.
+func initsGone(st *state.Lab) map[string]string {
+	gone := map[string]string{}
+	for node, pid := range st.InitPIDs {
+		if !processAlive(pid) {
+			gone[node] = fmt.Sprintf("its init (pid %d) is gone, so nothing restarts its agent: remove the lab (k8sguide down --name %s) and make it again", pid, st.Config.Name)
+		}
+	}
+	return gone
 }
 
 // notRunning says that a supervised process is not running, how it last ended and when its agent starts it

@@ -24,17 +24,11 @@ func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, e
 	return workload.ClientOfLab(cs, podRollout, 50*time.Millisecond, func() map[string]string { return p.downForGood(name) }), nil
 }
 
-// downForGood names the lab's nodes whose init is gone: nothing starts their agent, and so their pods, again.
+// downForGood names the lab's nodes whose init is gone (initsGone).
 func (p *Provider) downForGood(name string) map[string]string {
 	st, err := p.Store.View(name)
 	if err != nil {
 		return nil
 	}
-	down := map[string]string{}
-	for node, pid := range st.InitPIDs {
-		if !processAlive(pid) {
-			down[node] = initGone(pid, name)
-		}
-	}
-	return down
+	return initsGone(st)
 }
