@@ -58,9 +58,7 @@ func (Engine) Collect(ctx context.Context, o dataplanes.CollectOptions) (datapla
 			o.Missing("the nf_tables handles of iptables-nft's chains", err)
 		}
 	}
-	for _, t := range netfilter.XtablesTables {
-		p.Covers = append(p.Covers, "ip6 "+t)
-	}
+	p.Covers = append(p.Covers, ip6Covers()...)
 	if len(part) > 0 {
 		var err error
 		if p.Data, err = json.Marshal(part); err != nil {
@@ -117,6 +115,16 @@ func parseHandles(text string) map[string]netfilter.Creation {
 		if c := (netfilter.Creation{Table: th, Chain: ch}); err1 == nil && err2 == nil && c.Known() {
 			out[f[0]+"/"+f[1]] = c
 		}
+	}
+	return out
+}
+
+// ip6Covers are ip6tables-nft's tables, which this part stands for although it holds no IPv6 rule: nft would
+// otherwise list them again, translating every xt rule.
+func ip6Covers() []string {
+	var out []string
+	for _, t := range netfilter.XtablesTables {
+		out = append(out, "ip6 "+t)
 	}
 	return out
 }

@@ -48,6 +48,12 @@ func collectScoped(ctx context.Context, o dataplanes.CollectOptions) (dataplanes
 		if err != nil {
 			return dataplanes.Part{}, false
 		}
+		if len(chains) == 0 {
+			// No iptables-nft table (an nftables-mode node): no part, as Collect makes none from an
+			// iptables-nft-save that lists no table. A part of no rules would not open, and the packet's walk
+			// would then fall back to reading every engine whole.
+			return dataplanes.Part{Covers: ip6Covers()}, true
+		}
 		tables := map[string]bool{}
 		var want []string
 		for _, c := range chains {
@@ -91,9 +97,7 @@ func collectScoped(ctx context.Context, o dataplanes.CollectOptions) (dataplanes
 		}
 	}
 	slices.Sort(p.Covers)
-	for _, t := range netfilter.XtablesTables {
-		p.Covers = append(p.Covers, "ip6 "+t)
-	}
+	p.Covers = append(p.Covers, ip6Covers()...)
 	if p.Data, err = json.Marshal(part); err != nil {
 		return dataplanes.Part{}, false
 	}
