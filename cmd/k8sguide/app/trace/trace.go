@@ -157,7 +157,7 @@ func fromFile(ctx context.Context, streams lab.Streams, f *flags, req tracer.Req
 func write(ctx context.Context, w io.Writer, t *ktrace.Trace, f *flags, format render.Format) error {
 	switch format {
 	case render.JSON:
-		return render.WriteData(w, render.JSON, t)
+		return render.WriteTraceJSON(w, t)
 	case "dot":
 		_, err := io.WriteString(w, render.TraceDOT(t))
 		return err
