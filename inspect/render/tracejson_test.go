@@ -61,4 +61,3 @@ func firstDifference(want, got string) string {
 	}
 	return "(same lines)"
 }
-

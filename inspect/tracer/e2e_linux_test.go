@@ -312,7 +312,18 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			part := collectIn(t, worker, string(scope))
+			var part *snapshot.Snapshot
+			if d == dataplanes.NFTables {
+				// An nftables-mode node has no iptables-nft table: its read for the packet lists the ruleset
+				// once. A part that would not open made the collector read the node whole a second time.
+				var runs []string
+				part, runs = collectCounting(t, worker, string(scope), "nft")
+				if len(runs) != 1 {
+					t.Errorf("%+v: nft ran %d times in the read for the packet, want once: %q", req, len(runs), runs)
+				}
+			} else {
+				part = collectIn(t, worker, string(scope))
+			}
 			part.Kubernetes = k
 			want, err := tracer.Trace(whole, req)
 			if err != nil {
@@ -356,6 +367,37 @@ func collectIn(t *testing.T, node, forPacket string) *snapshot.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// collectCounting is collectIn with tool run through a wrapper that logs each run's arguments: it returns the
+// snapshot and those runs, one line each.
+func collectCounting(t *testing.T, node, forPacket, tool string) (*snapshot.Snapshot, []string) {
+	t.Helper()
+	real, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, tool+".log")
+	script := "#!/bin/sh\necho \"$*\" >> " + log + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", node, e2etest.Binary, "internal", "collect", "--for", forPacket)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("collect in %s: %v", node, err)
+	}
+	s, err := snapshot.Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := os.ReadFile(log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return s, strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(logged)), " ", "_"))
 }
 
 func podIP(t *testing.T, name, pod string) string {
