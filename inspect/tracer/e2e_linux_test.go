@@ -29,7 +29,12 @@ import (
 // must agree with the rules the kernel's own trace (nftrace) reports for a real connection of that flow, and
 // the pod that answered must be one the prediction allows (`trace --verify` checks both).
 
-func TestMain(m *testing.M) { os.Exit(e2etest.Main(m)) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(proxierEnv); spec != "" {
+		os.Exit(runProxier(spec)) // a benchmark's node (bench_node_linux_test.go)
+	}
+	os.Exit(e2etest.Main(m))
+}
 
 // verify runs `trace --verify -o json` and returns the verification, whatever its result.
 func verify(t *testing.T, name string, args ...string) *trace.Verification {

@@ -26,12 +26,15 @@ import (
 
 // floorOf names each benchmark's floor, by the first part of its name that has one.
 var floorOf = map[string]string{
-	"Start":              "a Go program that prints a line",
-	"TraceOffline":       "k8sguide --help",
-	"TraceLive/iptables": "iptables-save in the node",
-	"TraceLive/nftables": "nft list ruleset in the node",
-	"Trace5000/iptables": "iptables-save in the node",
-	"Trace5000/nftables": "nft list ruleset in the node",
+	"Start":                   "a Go program that prints a line",
+	"TraceOffline":            "k8sguide --help",
+	"TraceLive/iptables":      "iptables-save in the node",
+	"TraceLive/nftables":      "nft list ruleset in the node",
+	"TraceNode/live/iptables": "iptables-save in the node",
+	"TraceNode/live/nftables": "nft list ruleset in the node",
+	"TraceNode/offline":       "k8sguide --help",
+	"Trace5000/iptables":      "iptables-save in the node",
+	"Trace5000/nftables":      "nft list ruleset in the node",
 }
 
 // A row is one benchmark's line.
