@@ -2,12 +2,12 @@ package render_test
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/internal/linediff"
 )
 
 // WriteTraceJSON writes hop lists one hop at a time; the document must be WriteData's, byte for byte, for real
@@ -37,27 +37,10 @@ func TestWriteTraceJSONIsWriteData(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {
-			t.Errorf("%s: WriteTraceJSON differs from WriteData:\n%s", name, firstDifference(want.String(), got.String()))
+			t.Errorf("%s: WriteTraceJSON differs from WriteData:\n%s", name, linediff.First(want.String(), got.String()))
 		}
 		if name == "many" && strings.Count(got.String(), `"chain": "KUBE-SERVICES"`) != 10003 {
 			t.Errorf("many: %d hops written, want 10,003", strings.Count(got.String(), `"chain": "KUBE-SERVICES"`))
 		}
 	}
-}
-
-func firstDifference(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := range max(len(w), len(g)) {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\nwant %s\ngot  %s", i+1, wl, gl)
-		}
-	}
-	return "(same lines)"
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/graphviztest"
+	"github.com/k8sguide/k8sguide/internal/linediff"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -140,26 +141,8 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("%v (run with -update to write it)", err)
 			}
 			if got != string(want) {
-				t.Errorf("k8sguide %s printed something else than %s:\n%s", strings.Join(c.args, " "), path, lineDiff(string(want), got))
+				t.Errorf("k8sguide %s printed something else than %s:\n%s", strings.Join(c.args, " "), path, linediff.First(string(want), got))
 			}
 		})
 	}
-}
-
-// lineDiff names the first lines where want and got part, with a little context.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\n  want: %q\n  got:  %q", i+1, wl, gl)
-		}
-	}
-	return "(same lines, different bytes)"
 }
