@@ -27,6 +27,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/netnstest"
+	"github.com/k8sguide/k8sguide/internal/stopclean"
 	"github.com/k8sguide/k8sguide/internal/vmtest"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
@@ -63,6 +64,15 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Stopped by a signal, the run takes down the labs in its state directory and removes the directory: no
+	// test's cleanup runs then.
+	stopclean.First(func() {
+		names, _ := Provider().Store.List()
+		for _, name := range names {
+			exec.Command(Binary, "down", "--name", name).Run()
+		}
+	})
+	stopclean.Remove(dir)
 	// The not-root test runs the Binary as nobody, who must be able to reach it.
 	os.Chmod(dir, 0o755)
 	Binary = os.Getenv("K8SGUIDE_BIN")

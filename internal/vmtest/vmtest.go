@@ -47,6 +47,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8sguide/k8sguide/internal/stopclean"
 )
 
 // Options for a boot.
@@ -130,7 +132,11 @@ func boot(ctx context.Context, k *Kernel, opts Options, logLine func(string)) (t
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
+	stopclean.Remove(dir) // the initramfs is 370 MB; qemu dies with this process (Pdeathsig)
+	defer func() {
+		os.RemoveAll(dir)
+		stopclean.Forget(dir)
+	}()
 	nonce := newNonce()
 	initrd := filepath.Join(dir, "initramfs.cpio")
 	start := time.Now()
