@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +116,30 @@ func setUp(cfg *guestConfig) error {
 	}
 	os.Setenv("PATH", guestPath)
 	os.Setenv("HOME", "/root")
+	pinTraceKey()
 	return nil
+}
+
+// traceKeyTable is a table of the guest's own namespace that no packet passes through: its one rule sets nftrace.
+const traceKeyTable = "table ip vmtest_trace_key {\n\tchain keep {\n\t\tmeta nftrace set 1\n\t}\n}\n"
+
+// pinTraceKey turns nf_tables' tracing on for the guest's whole life, before any test runs. A rule that sets
+// nftrace (`-j TRACE` of iptables-nft, which --verify adds and removes) switches the kernel's nft_trace_enabled
+// static key, and the kernel patches nft_do_chain's code with int3 breakpoints to do it. Under qemu's emulation
+// (TCG, 2 CPUs) that patch, with packets in nft_do_chain on the other CPU, left both CPUs stuck there: the soft
+// lockups of the VM test, whose stacks show CPU 0 in asm_exc_int3 and both in nft_do_chain+0x6f, the static
+// branch. With a rule holding the key from boot, later rules only count it up and down: nothing is patched.
+// Without nft (a VM that runs no lab) there is nothing to pin.
+func pinTraceKey() {
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(traceKeyTable)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: keeping nf_tables tracing on: %v: %s\n", err, out)
+	}
 }
 
 type mountPoint struct {
