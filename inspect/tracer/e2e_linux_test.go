@@ -369,13 +369,15 @@ spec:
 
 // collectIn runs the collector in a lab's node: the whole node, or (forPacket, a tracer.ScopeRequest) what one
 // packet's walk reaches.
-func collectIn(t *testing.T, node, forPacket string) *snapshot.Snapshot {
+func collectIn(t *testing.T, node, forPacket string, env ...string) *snapshot.Snapshot {
 	t.Helper()
 	argv := []string{"netns", "exec", node, e2etest.Binary, "internal", "collect"}
 	if forPacket != "" {
 		argv = append(argv, "--for", forPacket)
 	}
-	out, err := exec.Command("ip", argv...).Output()
+	cmd := exec.Command("ip", argv...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("collect in %s: %v", node, err)
 	}
@@ -400,21 +402,16 @@ func collectCounting(t *testing.T, node, forPacket, tool string) (*snapshot.Snap
 	if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", node, e2etest.Binary, "internal", "collect", "--for", forPacket)
-	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("collect in %s: %v", node, err)
-	}
-	s, err := snapshot.Parse(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := collectIn(t, node, forPacket, "PATH="+dir+":"+os.Getenv("PATH"))
 	logged, err := os.ReadFile(log)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	return s, strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(logged)), " ", "_"))
+	var runs []string
+	for line := range strings.Lines(string(logged)) {
+		runs = append(runs, strings.TrimSpace(line))
+	}
+	return s, runs
 }
 
 func podIP(t *testing.T, name, pod string) string {

@@ -3,8 +3,6 @@ package tracer
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -36,7 +34,11 @@ func CollectFor(ctx context.Context, bpffs string, r ScopeRequest) (*snapshot.Sn
 	if err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(slices.Collect(maps.Values(scopes)), func(sc *dataplanes.Scope) bool { return sc.Read != nil }) {
+	readInPart := false
+	for _, sc := range scopes {
+		readInPart = readInPart || sc.Read != nil
+	}
+	if !readInPart {
 		// Every engine read its state whole (an nftables-mode node has no iptables-nft table to read chain by
 		// chain): a walk here would read nothing more, and parsing a 5,000-Service ruleset for it costs half a
 		// second of CPU the trace then spends again.
