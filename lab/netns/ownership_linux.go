@@ -20,9 +20,9 @@ func LabMark(store state.Store, name string) string { return markPrefix + name +
 
 const markPrefix = "k8sguide lab "
 
-// markNamespace gives a namespace just made its lab's mark.
-func markNamespace(ctx context.Context, ns, mark string) error {
-	return IPCmd(ctx, "-n", ns, "link", "set", "lo", "alias", mark)
+// markNamespace gives a namespace just made its lab's mark, uninterrupted (see AddNamespace).
+func markNamespace(ns, mark string) error {
+	return ipUninterrupted("-n", ns, "link", "set", "lo", "alias", mark)
 }
 
 // markOf is the mark a namespace bears ("" when it has none or does not exist).

@@ -301,16 +301,19 @@ func (p *Provider) makeClient(ctx context.Context, labName string) error {
 // makeNode creates a node namespace: eth0 on the client's bridge (like a kind node on Docker's bridge), a default
 // route to the client, and the pod bridge cni0, which gets its address once the node has its pod CIDR. An ebpf
 // node has no bridge: its agent makes cilium_host, and each pod gets a veth of its own, as Cilium wires them.
-// AddNamespace makes a namespace with its lab's mark; one that could not be marked is removed again.
+// AddNamespace makes a namespace with its lab's mark; one that could not be marked is removed again. The add and
+// the mark run to their end even when ctx is cancelled (they take milliseconds): an `ip netns add` killed by a
+// Ctrl-C can leave a namespace without the mark, which the lab's rollback would not take for its own and would
+// leave behind. The cancellation is reported once the namespace is marked, so the rollback removes it.
 func AddNamespace(ctx context.Context, ns, mark string) error {
-	if err := IPCmd(ctx, "netns", "add", ns); err != nil {
+	if err := ipUninterrupted("netns", "add", ns); err != nil {
 		return err
 	}
-	if err := markNamespace(ctx, ns, mark); err != nil {
-		IPCmd(context.Background(), "netns", "del", ns)
+	if err := markNamespace(ns, mark); err != nil {
+		ipUninterrupted("netns", "del", ns)
 		return err
 	}
-	return nil
+	return ctx.Err()
 }
 
 func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.Node) error {

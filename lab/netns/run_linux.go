@@ -24,7 +24,19 @@ func IPCmd(ctx context.Context, args ...string) error {
 }
 
 func ipOutput(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "ip", args...)
+	return runIP(exec.CommandContext(ctx, "ip", args...), args)
+}
+
+// ipUninterrupted runs ip to its end whatever happens to the caller: its own process group keeps a terminal's
+// Ctrl-C from it, and no context kills it. For steps that must not stop half-done.
+func ipUninterrupted(args ...string) error {
+	cmd := exec.Command("ip", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	_, err := runIP(cmd, args)
+	return err
+}
+
+func runIP(cmd *exec.Cmd, args []string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
