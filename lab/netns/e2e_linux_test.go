@@ -569,5 +569,12 @@ func TestInterruptedUpLeavesNothing(t *testing.T) {
 			mustK8sguide(t, "down", "--name", name)
 		}
 		assertNothingLeft(t, name)
+		// Nor logs kept for the user: an interruption is not a failure to explain (TMPDIR is the run's own).
+		if kept, _ := filepath.Glob(filepath.Join(os.TempDir(), "k8sguide-failed-up-*")); len(kept) > 0 {
+			t.Errorf("up interrupted after %v kept logs in %v", delay, kept)
+			for _, k := range kept {
+				os.RemoveAll(k)
+			}
+		}
 	}
 }

@@ -47,3 +47,20 @@ func TestAddNamespaceInterrupted(t *testing.T) {
 		t.Errorf("namespace %s bears mark %q after the interrupted add, want %q: the rollback would leave it", ns, got, mark)
 	}
 }
+
+// TestWithoutLogs: an interrupted up's error names no log in the lab's directory, which the rollback removed.
+func TestWithoutLogs(t *testing.T) {
+	dir := "/run/k8sguide/labs/a.b"
+	for _, tc := range []struct{ in, want string }{
+		{"writing the lab's certificates: signal: killed (log: /run/k8sguide/labs/a.b/pki.log)", "writing the lab's certificates: signal: killed"},
+		{"waiting for nodes: not ready after 2m0s (logs: /run/k8sguide/labs/a.b)", "waiting for nodes: not ready after 2m0s"},
+		{"start x in n: boom (log: /run/k8sguide/labs/axb/x.log)", "start x in n: boom (log: /run/k8sguide/labs/axb/x.log)"},
+		{"context canceled", "context canceled"},
+	} {
+		cause := errors.New(tc.in)
+		got := withoutLogs(cause, dir)
+		if got.Error() != tc.want || !errors.Is(got, cause) {
+			t.Errorf("withoutLogs(%q) = %q (wraps the cause: %v), want %q", tc.in, got, errors.Is(got, cause), tc.want)
+		}
+	}
+}

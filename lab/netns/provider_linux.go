@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -174,7 +175,13 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			cleanup, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			p.teardown(cleanup, st)
-			err = keepLogs(err, p.Store.Dir(cfg.Name))
+			if ctx.Err() != nil {
+				// Stopped by the user: what the logs hold is the signal's doing, and a directory kept for
+				// them would be left behind by a Ctrl-C.
+				err = withoutLogs(err, p.Store.Dir(cfg.Name))
+			} else {
+				err = keepLogs(err, p.Store.Dir(cfg.Name))
+			}
 			h.Remove()
 		}
 	}()
@@ -467,6 +474,25 @@ func keepLogs(err error, labDir string) error {
 	}
 	return &movedLogsError{err: err, from: labDir, to: kept}
 }
+
+// withoutLogs is err without the "(log: …)" and "(logs: …)" that name files in labDir, which the rollback
+// removes.
+func withoutLogs(err error, labDir string) error {
+	re := regexp.MustCompile(` \(logs?: ` + regexp.QuoteMeta(labDir) + `(/[^)]*)?\)`)
+	if !re.MatchString(err.Error()) {
+		return err
+	}
+	return &rewordedError{err: err, msg: re.ReplaceAllString(err.Error(), "")}
+}
+
+// rewordedError is an error said otherwise, still wrapping what it was.
+type rewordedError struct {
+	err error
+	msg string
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
 
 // movedLogsError is an error whose log paths moved from one directory to another.
 type movedLogsError struct {
