@@ -22,7 +22,6 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
-	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
@@ -60,41 +59,6 @@ var _ lab.Provider = (*Provider)(nil)
 
 func (p *Provider) Name() string { return ProviderName }
 
-// CheckHost says what this machine lacks to run a netns lab with the given dataplane, in one line.
-func CheckHost(d dataplanes.Name) error {
-	// What the proxy needs of the kernel (dataplanes/kubeproxy.Check says the same to its in-process proxiers;
-	// that package links kube-proxy's, which the CLI does not).
-	switch d {
-	case dataplanes.IPVS:
-		if err := ipvs.CheckKernel(); err != nil {
-			return fmt.Errorf("dataplane ipvs: %w", err)
-		}
-	case dataplanes.IPTables, dataplanes.NFTables, dataplanes.EBPF:
-	default:
-		return fmt.Errorf("unknown dataplane %q", d)
-	}
-	if err := checkRoot(); err != nil {
-		return err
-	}
-	need := map[string]string{"ip": "iproute2", "nsenter": "util-linux"}
-	switch d {
-	case dataplanes.IPTables:
-		need["iptables-restore"] = "iptables"
-	case dataplanes.NFTables:
-		need["nft"] = "nftables"
-	case dataplanes.IPVS:
-		// The ipvs proxier writes its iptables rules with iptables-restore and its sets with ipset.
-		need["iptables-restore"] = "iptables"
-		need["ipset"] = "ipset"
-	}
-	for bin, pkg := range need {
-		if _, err := exec.LookPath(bin); err != nil {
-			return fmt.Errorf("%s not found: install the %s package", bin, pkg)
-		}
-	}
-	return nil
-}
-
 func checkRoot() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the netns provider needs root (network namespaces, iptables/nftables): run k8sguide as root, e.g. with sudo")
@@ -125,7 +89,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if _, err := ResyncPeriod(); err != nil {
 		return err // kube-proxy's configuration would hold it
 	}
-	if err := CheckHost(cfg.Dataplane); err != nil {
+	if err := p.CheckHost(cfg.Dataplane); err != nil {
 		return err
 	}
 	// The lab's own programs, found before anything is made.

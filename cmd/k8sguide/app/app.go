@@ -24,6 +24,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/cmd/internal/nodecommands"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/deploy"
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/doctor"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/down"
 	execcmd "github.com/k8sguide/k8sguide/cmd/k8sguide/app/exec"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/get"
@@ -51,6 +52,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
 	root.AddCommand(
+		doctor.NewCommand(streams),
 		up.NewCommand(streams),
 		down.NewCommand(streams),
 		get.NewCommand(streams),

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package doctor
+
+import "errors"
+
+// Inotify is Linux's inotify budget; elsewhere there is none to read.
+type Inotify struct{ MaxInstances, MaxWatches, Instances int }
+
+var errNotLinux = errors.New("inotify limits are Linux's")
+
+// ReadInotify has nothing to read off Linux.
+func ReadInotify(string, int) (Inotify, error) { return Inotify{}, errNotLinux }
+
+// RaiseInotify has nothing to raise off Linux.
+func RaiseInotify(string, int) (int, error) { return 0, errNotLinux }
