@@ -47,7 +47,11 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short:         "Kubernetes Service networking labs: build one, send packets, see the path",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionText(),
 	}
+	// The whole text, not cobra's "k8sguide version …" line (--version printed the help before).
+	root.SetVersionTemplate("{{.Version}}")
+	fitHelp(root)
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
@@ -77,6 +81,66 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	}
 	requireSubcommand(root)
 	return root
+}
+
+// fitHelp makes every command's help fit width columns (cobra's own templates print each text on one line: the
+// help was 147–190 columns wide). Descriptions are wrapped at spaces; pflag wraps each flag's usage under its
+// description column; a command's line in a list wraps under its description. Cobra's template functions are
+// global, so the width is the one of the terminal (or $COLUMNS) when the help is printed.
+func fitHelp(root *cobra.Command) {
+	width := func() int { return render.Width(os.Stdout) }
+	cobra.AddTemplateFunc("fittedFlagUsages", func(fs *pflag.FlagSet) string {
+		return strings.TrimRight(fs.FlagUsagesWrapped(width()-1), " \n")
+	})
+	cobra.AddTemplateFunc("fittedText", func(indent int, text string) string {
+		return fitLines(text, strings.Repeat(" ", indent), width())
+	})
+	cobra.AddTemplateFunc("fittedCommand", func(name string, pad int, short string) string {
+		first := fmt.Sprintf("  %-*s ", pad, name)
+		return strings.TrimSuffix(render.Wrap(first, strings.Repeat(" ", len(first)), short, width()), "\n")
+	})
+	cobra.AddTemplateFunc("fittedExample", func(text string) string {
+		var out []string
+		width := width()
+		for _, line := range strings.Split(text, "\n") {
+			if render.TextWidth(line) <= width {
+				out = append(out, line)
+				continue
+			}
+			lead := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			wrapped := strings.Split(strings.TrimSuffix(render.Wrap(lead, lead+"  ", strings.TrimSpace(line), width-2), "\n"), "\n")
+			out = append(out, strings.Join(wrapped, " \\\n"))
+		}
+		return strings.Join(out, "\n")
+	})
+	root.SetHelpTemplate(strings.Replace(root.HelpTemplate(), "{{. | trimTrailingWhitespaces}}", "{{fittedText 0 .}}", 1))
+	t := root.UsageTemplate()
+	for _, set := range []string{"LocalFlags", "InheritedFlags"} {
+		t = strings.ReplaceAll(t, "{{."+set+".FlagUsages | trimTrailingWhitespaces}}", "{{fittedFlagUsages ."+set+"}}")
+	}
+	t = strings.ReplaceAll(t, "  {{rpad .Name .NamePadding }} {{.Short}}", "{{fittedCommand .Name .NamePadding .Short}}")
+	t = strings.Replace(t, "  {{.UseLine}}", "{{fittedText 4 (printf \"  %s\" .UseLine)}}", 1)
+	// An example is a command line to paste: a long one goes on with a backslash, as a shell reads it.
+	t = strings.Replace(t, "{{.Example}}", "{{fittedExample .Example}}", 1)
+	root.SetUsageTemplate(t)
+}
+
+// fitLines wraps each line of text that is wider than width at its spaces, its continuations after indent plus
+// the line's own indentation; the text's own line breaks stay.
+func fitLines(text, indent string, width int) string {
+	var b strings.Builder
+	for i, line := range strings.Split(strings.TrimRight(text, " \n"), "\n") {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		if render.TextWidth(line) <= width {
+			b.WriteString(line)
+			continue
+		}
+		lead := line[:len(line)-len(strings.TrimLeft(line, " "))]
+		b.WriteString(strings.TrimSuffix(render.Wrap(lead, lead+indent, strings.TrimSpace(line), width), "\n"))
+	}
+	return b.String()
 }
 
 // validateLabNames checks the values of a command's --name flag (compare takes several).
