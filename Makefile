@@ -23,7 +23,7 @@ else
 NODEPORT_VIEW := $(K8SGUIDE) exec --name $(NAME) $(NAME)-worker2 -- iptables -t nat -nvL KUBE-NODEPORTS
 endif
 
-.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport node-ip-1 node-ip-2 node-ip-3 trace test bench campaign fuzz scenarios scenarios-ipvs pictures \
+.PHONY: deps lab-deps lab-absent build cross lab up down deployment scale-up scale-down nodeport reset curl node-ip-1 node-ip-2 node-ip-3 trace test bench campaign fuzz scenarios scenarios-ipvs pictures \
 	kind-engine kind-engine-stop kind-engine-tools kind-image kind-image-tool cilium-images test-kind random-agreement
 
 # What a lab needs: ip, iptables, nft and conntrack in its nodes (the snapshot reads conntrack -L), curl for
@@ -124,6 +124,23 @@ scale-down:
 nodeport:
 	$(KUBECTL) expose deployment web --port=80 --type=NodePort
 	$(KUBECTL) get svc web
+
+# The guide's blank state (the IPTABLES chapter's first step): the guide's web Deployment and Service gone, with
+# their pods, the lab kept.
+reset:
+	$(KUBECTL) delete service web --ignore-not-found
+	$(KUBECTL) delete deployment web --ignore-not-found --wait
+	$(KUBECTL) wait --for=delete pod -l app=web --timeout=120s 2>/dev/null || true
+
+# The guide's `curl -s NODE_IP:NODEPORT | grep Welcome` for each node, made from the lab's client: a netns lab's
+# host has no route into the lab (and on kind the client is the host). A node that does not answer fails it.
+curl:
+	@port=$$($(KUBECTL) get service web -o jsonpath='{.spec.ports[0].nodePort}') && test -n "$$port" && \
+	for n in 1 2 3; do \
+	  ip=$$($(K8SGUIDE) node-ip --name $(NAME) $$n | cut -d: -f2) || exit 1; \
+	  echo "curl -s $$ip:$$port | grep Welcome"; \
+	  $(K8SGUIDE) exec --name $(NAME) client -- curl -s --max-time 5 $$ip:$$port | grep Welcome || exit 1; \
+	done
 
 # A packet from the client to web's NodePort on worker2: every rule, every endpoint's chance; then the same
 # flow for real, compared with the kernel's own trace.

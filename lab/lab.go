@@ -243,7 +243,9 @@ type Workloads interface {
 	// the Deployments' pods are ready. Of thousands of objects it says how far it got on progress.
 	Apply(ctx context.Context, configMaps []*v1.ConfigMap, deployments []*appsv1.Deployment, services []*v1.Service, progress io.Writer) error
 	Scale(ctx context.Context, namespace, deployment string, replicas int32) error
-	Expose(ctx context.Context, opts ExposeOptions) (*v1.Service, error)
+	// Expose makes the NodePort Service; one that exists already and is what it would make (the guide's own
+	// `kubectl expose`) is used as it is, and created says which.
+	Expose(ctx context.Context, opts ExposeOptions) (svc *v1.Service, created bool, err error)
 	Deployments(ctx context.Context) ([]appsv1.Deployment, error)
 	Pods(ctx context.Context) ([]v1.Pod, error)
 	Services(ctx context.Context) ([]v1.Service, error)

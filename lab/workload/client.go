@@ -245,16 +245,30 @@ func (w *workloads) Scale(ctx context.Context, namespace, name string, replicas 
 }
 
 // Expose creates the NodePort Service `kubectl expose` would; the apiserver allocates its ClusterIP and NodePort.
-func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Service, error) {
+// A Service of that name already there is used when it is what this would make (`make nodeport`, the guide's
+// kubectl expose, made it), and refused, saying how it differs, when it is not.
+func (w *workloads) Expose(ctx context.Context, opts lab.ExposeOptions) (*v1.Service, bool, error) {
 	opts, err := ExposeDefaults(opts)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d, err := w.cs.AppsV1().Deployments(opts.Namespace).Get(ctx, opts.Deployment, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return w.cs.CoreV1().Services(opts.Namespace).Create(ctx, ExposeService(d, opts), metav1.CreateOptions{FieldManager: FieldManager})
+	want := ExposeService(d, opts)
+	svc, err := w.cs.CoreV1().Services(opts.Namespace).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+	if !apierrors.IsAlreadyExists(err) {
+		return svc, err == nil, err
+	}
+	have, err := w.cs.CoreV1().Services(opts.Namespace).Get(ctx, opts.Service, metav1.GetOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	if diff := ExposedDiffers(have, want); diff != "" {
+		return nil, false, fmt.Errorf("service/%s exists and is not what nodeport makes (%s): delete it (kubectl delete service %s) or pick another --service", have.Name, diff, have.Name)
+	}
+	return have, false, nil
 }
 
 // waitRollout waits until every replica of the Deployment's current template is ready and no old one is left,

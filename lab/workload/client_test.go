@@ -53,15 +53,26 @@ func TestWorkloads(t *testing.T) {
 	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80})
-	if err != nil {
-		t.Fatal(err)
+	svc, created, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80})
+	if err != nil || !created {
+		t.Fatal(created, err)
 	}
 	if svc.Name != "web" || svc.Spec.Type != v1.ServiceTypeNodePort || svc.Spec.Selector["app"] != "web" || svc.Spec.Ports[0].TargetPort.IntVal != 80 {
 		t.Fatalf("service %+v", svc.Spec)
 	}
-	if _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "nope", Port: 80}); err == nil {
+	if _, _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "nope", Port: 80}); err == nil {
 		t.Fatal("exposed a missing deployment")
+	}
+	// Again, as after the guide's `make nodeport`: the same exposure is used as it is; another one is refused,
+	// saying how it differs.
+	if again, created, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80}); err != nil || created || again.UID != svc.UID {
+		t.Fatalf("exposing web again: created %v, %v", created, err)
+	}
+	if _, _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 8080}); err == nil || !strings.Contains(err.Error(), "port 80:") {
+		t.Fatalf("exposing web again on another port: %v", err)
+	}
+	if _, _, err := w.Expose(ctx, lab.ExposeOptions{Deployment: "web", Port: 80, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal}); err == nil || !strings.Contains(err.Error(), "externalTrafficPolicy") {
+		t.Fatalf("exposing web again with another policy: %v", err)
 	}
 	if err := w.Scale(ctx, "default", "web", 1); err != nil {
 		t.Fatal(err)

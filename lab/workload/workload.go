@@ -5,11 +5,14 @@ package workload
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/k8sguide/k8sguide/lab"
@@ -57,6 +60,35 @@ func ExposeService(d *appsv1.Deployment, opts lab.ExposeOptions) *v1.Service {
 			}},
 		},
 	}
+}
+
+// ExposedDiffers says how an existing Service differs from the one ExposeService made ("" when it is the same
+// exposure): its type, selector, port, target port, the node port asked for, and the traffic policy. What the
+// apiserver fills in (addresses, an allocated node port, defaults) is not a difference.
+func ExposedDiffers(have, want *v1.Service) string {
+	var diffs []string
+	if have.Spec.Type != want.Spec.Type {
+		diffs = append(diffs, fmt.Sprintf("type %s", have.Spec.Type))
+	}
+	if !maps.Equal(have.Spec.Selector, want.Spec.Selector) {
+		diffs = append(diffs, fmt.Sprintf("selector %v", labels.Set(have.Spec.Selector)))
+	}
+	w := want.Spec.Ports[0]
+	if len(have.Spec.Ports) != 1 {
+		diffs = append(diffs, fmt.Sprintf("%d ports", len(have.Spec.Ports)))
+	} else if h := have.Spec.Ports[0]; h.Port != w.Port || h.Protocol != w.Protocol || h.TargetPort.String() != w.TargetPort.String() || (w.NodePort != 0 && h.NodePort != w.NodePort) {
+		diffs = append(diffs, fmt.Sprintf("port %d:%d/%s → %s", h.Port, h.NodePort, h.Protocol, h.TargetPort.String()))
+	}
+	policy := func(p v1.ServiceExternalTrafficPolicy) v1.ServiceExternalTrafficPolicy {
+		if p == "" {
+			return v1.ServiceExternalTrafficPolicyCluster // the apiserver's default
+		}
+		return p
+	}
+	if have.Spec.Type == v1.ServiceTypeNodePort && policy(have.Spec.ExternalTrafficPolicy) != policy(want.Spec.ExternalTrafficPolicy) {
+		diffs = append(diffs, fmt.Sprintf("externalTrafficPolicy %s", have.Spec.ExternalTrafficPolicy))
+	}
+	return strings.Join(diffs, ", ")
 }
 
 // MaxReplicas bounds the replicas a command asks for: a lab's node runs at most 110 pods (the kubelet's

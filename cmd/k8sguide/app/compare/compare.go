@@ -413,7 +413,7 @@ func deployWeb(ctx context.Context, p lab.Provider, name string) error {
 	if err := w.Apply(ctx, m.ConfigMaps, m.Deployments, m.Services, nil); err != nil {
 		return err
 	}
-	svc, err := w.Expose(ctx, lab.ExposeOptions{Namespace: "default", Deployment: "web", Port: 80})
+	svc, _, err := w.Expose(ctx, lab.ExposeOptions{Namespace: "default", Deployment: "web", Port: 80})
 	if err != nil {
 		return err
 	}

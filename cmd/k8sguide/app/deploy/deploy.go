@@ -2,6 +2,7 @@
 package deploy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +77,12 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 	if err != nil {
 		return err
 	}
+	// What is there already: apply configures it, and says so, as kubectl apply does (deploy said "created"
+	// when it replaced the guide's own Deployment).
+	existed, err := existing(cmd.Context(), w)
+	if err != nil {
+		return err
+	}
 	if err := w.Apply(cmd.Context(), m.ConfigMaps, m.Deployments, m.Services, streams.Err); err != nil {
 		return err
 	}
@@ -100,20 +107,47 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, args []string) erro
 		var notServing *live.NotServingError
 		if errors.As(err, &notServing) {
 			// Applied, and served by every node that could be read: say both.
-			printCreated(streams.Out, m)
+			printApplied(streams.Out, m, existed)
 		}
 		return err
 	}
-	printCreated(streams.Out, m)
+	printApplied(streams.Out, m, existed)
 	return nil
 }
 
-// printCreated says what the manifest made, as kubectl does.
-func printCreated(w io.Writer, m *workload.Manifest) {
+// existing are the Deployments and Services the lab holds, as "deployment.apps/NS/NAME" and "service/NS/NAME".
+func existing(ctx context.Context, w lab.Workloads) (map[string]bool, error) {
+	out := map[string]bool{}
+	ds, err := w.Deployments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		out["deployment.apps/"+d.Namespace+"/"+d.Name] = true
+	}
+	svcs, err := w.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range svcs {
+		out["service/"+s.Namespace+"/"+s.Name] = true
+	}
+	return out, nil
+}
+
+// printApplied says what the manifest made or changed, as kubectl apply does: created, or configured when it
+// was there before.
+func printApplied(w io.Writer, m *workload.Manifest, existed map[string]bool) {
+	verb := func(key string) string {
+		if existed[key] {
+			return "configured"
+		}
+		return "created"
+	}
 	for _, d := range m.Deployments {
-		fmt.Fprintf(w, "deployment.apps/%s created (%s)\n", d.Name, lab.Count(*d.Spec.Replicas, "replica"))
+		fmt.Fprintf(w, "deployment.apps/%s %s (%s)\n", d.Name, verb("deployment.apps/"+d.Namespace+"/"+d.Name), lab.Count(*d.Spec.Replicas, "replica"))
 	}
 	for _, s := range m.Services {
-		fmt.Fprintf(w, "service/%s created\n", s.Name)
+		fmt.Fprintf(w, "service/%s %s\n", s.Name, verb("service/"+s.Namespace+"/"+s.Name))
 	}
 }

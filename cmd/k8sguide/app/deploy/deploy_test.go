@@ -16,8 +16,10 @@ import (
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
 
-// TestPrintCreated: one replica is "1 replica" (GitHub issue 17), as the guide's `make deployment` makes.
-func TestPrintCreated(t *testing.T) {
+// TestPrintApplied: one replica is "1 replica" (GitHub issue 17), as the guide's `make deployment` makes; what
+// was there before is "configured", as kubectl apply says (issue 38: deploy said "created" when it replaced the
+// guide's Deployment).
+func TestPrintApplied(t *testing.T) {
 	one, three := int32(1), int32(3)
 	m := &workload.Manifest{
 		Deployments: []*appsv1.Deployment{
@@ -26,9 +28,13 @@ func TestPrintCreated(t *testing.T) {
 		},
 		Services: []*v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "web"}}},
 	}
+	for _, d := range m.Deployments {
+		d.Namespace = "default"
+	}
+	m.Services[0].Namespace = "default"
 	var out bytes.Buffer
-	printCreated(&out, m)
-	want := "deployment.apps/web created (1 replica)\ndeployment.apps/api created (3 replicas)\nservice/web created\n"
+	printApplied(&out, m, map[string]bool{"deployment.apps/default/api": true, "service/other/web": true, "deployment.apps/kube-system/web": true})
+	want := "deployment.apps/web created (1 replica)\ndeployment.apps/api configured (3 replicas)\nservice/web created\n"
 	if out.String() != want {
 		t.Errorf("got\n%swant\n%s", out.String(), want)
 	}

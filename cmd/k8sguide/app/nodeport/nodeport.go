@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
 
@@ -95,20 +96,28 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if err != nil {
 		return err
 	}
-	svc, err := w.Expose(ctx, lab.ExposeOptions{
+	svc, created, err := w.Expose(ctx, lab.ExposeOptions{
 		Namespace: f.Namespace, Deployment: f.Deployment, Service: f.Service,
 		Port: f.Port, TargetPort: f.TargetPort, NodePort: f.NodePort, ExternalTrafficPolicy: etp,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(streams.Out, "service/%s exposed\n", svc.Name)
+	if created {
+		fmt.Fprintf(streams.Out, "service/%s exposed\n", svc.Name)
+	} else {
+		fmt.Fprintf(streams.Out, "service/%s exists already, as nodeport makes it: using it\n", svc.Name)
+	}
 	// Return (and probe) once every node's dataplane serves it.
-	created := func(s *v1.Service) bool { return s.Namespace == svc.Namespace && s.Name == svc.Name }
-	if err := live.WaitServing(ctx, p, f.Name, created, live.ServingTimeout); err != nil {
+	exposed := func(s *v1.Service) bool { return s.Namespace == svc.Namespace && s.Name == svc.Name }
+	if err := live.WaitServing(ctx, p, f.Name, exposed, live.ServingTimeout); err != nil {
 		return err
 	}
-	if err := render.Services(streams.Out, []v1.Service{*svc}, svc.CreationTimestamp.Time); err != nil {
+	now := svc.CreationTimestamp.Time // the apiserver's clock: a new Service is 0s old, whatever this host's says
+	if !created {
+		now = time.Now()
+	}
+	if err := render.Services(streams.Out, []v1.Service{*svc}, now); err != nil {
 		return err
 	}
 	status, err := p.Status(ctx, f.Name)
@@ -192,7 +201,21 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if len(unexpected) > 0 {
 		return fmt.Errorf("connections failed on %s, which should answer (see above)", strings.Join(unexpected, ", "))
 	}
+	io.WriteString(streams.Out, curlHint(p.Name(), f.Name, probes[len(probes)-1].Addr, width))
 	return nil
+}
+
+// curlHint says how to make the guide's `curl NODE_IP:NODEPORT` yourself. It cannot be made from this host on a
+// netns lab (the host has no route into it, and an address of the lab may answer from elsewhere: a student got
+// an unrelated server's 404 and no error), nor from macOS with Docker Desktop on kind: from the lab's client it
+// always can.
+func curlHint(provider, labName, addr string, width int) string {
+	where := "the lab's client namespace (this host has no route into a netns lab)"
+	if provider != "netns" {
+		where = "the lab's client, which on kind is this host (Docker Desktop's hosts reach no node address: there, use docker exec " + labName + "-worker curl …)"
+	}
+	return "\n" + render.Wrap("", "", "The guide's curl, from "+where+":", width) +
+		"  k8sguide exec --name " + labName + " client -- curl -s " + addr + "\n"
 }
 
 // podNamer prints the pods that answered by what tells them apart: a Deployment's pods share
