@@ -3,6 +3,8 @@ package render
 import (
 	"fmt"
 	"io"
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -10,12 +12,13 @@ import (
 	"github.com/k8sguide/k8sguide/lab"
 )
 
-// Connections prints what connections to dst from `from` did: a line per pod that answered (how many, the sources
-// it saw) and one per kind of failure.
+// Connections prints what connections to dst from `from` did: a line per pod that answered (how many, and the
+// source addresses it saw, each with its count: the ports are the client's ephemeral ones, one per connection,
+// and -o json keeps them) and one per kind of failure, fitted to w's width.
 func Connections(w io.Writer, from, dst string, conns []trace.Connection) error {
 	type seen struct {
 		n       int
-		sources []string
+		sources map[string]int
 	}
 	pods := map[string]*seen{}
 	errs := map[string]int{}
@@ -32,13 +35,15 @@ func Connections(w io.Writer, from, dst string, conns []trace.Connection) error 
 		answered++
 		s := pods[c.Pod]
 		if s == nil {
-			s = &seen{}
+			s = &seen{sources: map[string]int{}}
 			pods[c.Pod] = s
 		}
 		s.n++
-		if !slices.Contains(s.sources, c.Client) {
-			s.sources = append(s.sources, c.Client)
+		addr := c.Client
+		if ap, err := netip.ParseAddrPort(c.Client); err == nil {
+			addr = ap.Addr().String()
 		}
+		s.sources[addr]++
 	}
 	fmt.Fprintf(w, "%d of %s to %s from %s answered\n", answered, lab.Count(len(conns), "connection"), dst, strings.TrimSpace(from))
 	names := make([]string, 0, len(pods))
@@ -48,14 +53,15 @@ func Connections(w io.Writer, from, dst string, conns []trace.Connection) error 
 	slices.Sort(names)
 	rows := [][]string{}
 	for _, n := range names {
-		srcs := pods[n].sources
-		if len(srcs) > 3 {
-			srcs = append(srcs[:3:3], fmt.Sprintf("… (%d in all)", len(pods[n].sources)))
+		addrs := slices.Sorted(maps.Keys(pods[n].sources))
+		srcs := make([]string, len(addrs))
+		for i, a := range addrs {
+			srcs[i] = fmt.Sprintf("%s×%d", a, pods[n].sources[a])
 		}
-		rows = append(rows, []string{n, fmt.Sprint(pods[n].n), strings.Join(srcs, ", ")})
+		rows = append(rows, []string{n, fmt.Sprint(pods[n].n), strings.Join(srcs, " ")})
 	}
 	for _, e := range errOrder {
 		rows = append(rows, []string{"(no answer)", fmt.Sprint(errs[e]), e})
 	}
-	return WriteTable(w, []string{"POD", "CONNECTIONS", "SOURCE THE POD SAW"}, rows)
+	return FitTable(w, Width(w), []string{"POD", "CONNECTIONS", "SOURCE THE POD SAW"}, rows, []Column{{Min: 12}, {}, {Min: 20, Shorten: ShortenEnd}})
 }

@@ -319,7 +319,7 @@ func walkOn(t *testing.T, e *Env, name, pod, dst string) {
 	}
 	seen := e.MustRun(t, "connect", "--name", name, "--from", "pod/"+pod, "--count", "3", dst)
 	_, table, _ := strings.Cut(seen, "SOURCE THE POD SAW")
-	addr := regexp.MustCompile(`\b(\d+\.\d+\.\d+\.\d+):\d+`)
+	addr := regexp.MustCompile(`\b(\d+\.\d+\.\d+\.\d+)×\d+`)
 	checked := 0
 	for _, line := range strings.Split(table, "\n") {
 		f := strings.Fields(line)
