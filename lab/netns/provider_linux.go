@@ -138,11 +138,14 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			// Clean up with a fresh context: ctx may be the one Ctrl-C cancelled.
 			cleanup, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			p.teardown(cleanup, st)
+			terr := p.teardown(cleanup, st)
 			if ctx.Err() != nil {
 				// Stopped by the user: what the logs hold is the signal's doing, and a directory kept for
-				// them would be left behind by a Ctrl-C.
+				// them would be left behind by a Ctrl-C. Say what became of the half-made lab.
 				err = withoutLogs(err, p.Store.Dir(cfg.Name))
+				if terr == nil {
+					err = fmt.Errorf("%w; what up had made of lab %s is removed", err, cfg.Name)
+				}
 			} else {
 				err = keepLogs(err, p.Store.Dir(cfg.Name))
 			}
