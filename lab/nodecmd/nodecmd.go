@@ -1,5 +1,5 @@
 // Package nodecmd is the protocol between the k8sguide on the user's side and the k8sguide that runs inside a
-// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|kube-proxy|pod-server|node-init|node-agent|
+// lab's node or pod (`k8sguide internal collect|kernel-trace|connect|counters|kube-proxy|pod-server|node-init|node-agent|
 // control-plane|pki`, hidden from users). Each command has one file here holding both ends: the argv the caller
 // builds (and, where the command answers, the reading of its answer) and the handler that parses those flags and
 // writes that answer. A change to a flag or to an answer's format is then one file, and a test can run both ends
@@ -50,7 +50,7 @@ type Handlers struct {
 // lab's namespaces run, has them all.
 func NewCommand(streams lab.Streams, h Handlers) *cobra.Command {
 	cmd := &cobra.Command{Use: Group, Hidden: true, Short: "processes k8sguide runs inside a lab's nodes and pods"}
-	cmd.AddCommand(podServerCommand(), connectCommand(streams))
+	cmd.AddCommand(podServerCommand(), connectCommand(streams), countersCommand(streams))
 	if h.Collect != nil {
 		cmd.AddCommand(collectCommand(streams, h.Collect))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/k8sguide/k8sguide/cmd/internal/nodecommands"
+	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/counters"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/deploy"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/doctor"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/down"
@@ -63,6 +64,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		deploy.NewCommand(streams),
 		scale.NewCommand(streams),
 		connect.NewCommand(streams),
+		counters.NewCommand(streams),
 		scenario.NewCommand(streams),
 		nodeport.NewCommand(streams),
 		nodeip.NewCommand(streams),

@@ -1,0 +1,191 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/nodecmd"
+)
+
+// MinExpected is the smallest number of answers an endpoint is expected to get for the chi-square verdict to
+// be given (the usual rule of thumb for Pearson's test).
+const MinExpected = 5
+
+// Count traces req's packet on node, reads the counters of its choice rules, makes n connections like it from
+// the client (parallel at a time) and reads the counters again.
+func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Request, n, parallel int) (*trace.Counted, error) {
+	t, _, err := Trace(ctx, p, name, node, req)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c := &trace.Counted{Node: node, Dst: req.Dst, Dataplane: string(st.Dataplane), Made: n}
+	for _, path := range t.Paths {
+		if path.Endpoint != nil && !slices.ContainsFunc(c.Endpoints, func(e trace.CountedEndpoint) bool {
+			return e.Endpoint.IP == path.Endpoint.IP && e.Endpoint.Port == path.Endpoint.Port
+		}) {
+			c.Endpoints = append(c.Endpoints, trace.CountedEndpoint{Endpoint: *path.Endpoint})
+		}
+	}
+	if len(c.Endpoints) == 0 {
+		return nil, fmt.Errorf("the trace of %s on %s reaches no endpoint (trace --dst %s --node %s says why): nothing to count", req.Dst, node, req.Dst, node)
+	}
+	rules, chain := choiceRules(t)
+	var read func() (map[string][]uint64, error)
+	if st.Dataplane == dataplanes.IPTables && chain != "" {
+		exe, err := p.ToolPath(ctx, name, node)
+		if err != nil {
+			return nil, err
+		}
+		read = func() (map[string][]uint64, error) {
+			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, "nat", []string{chain})
+		}
+	} else if st.Dataplane != dataplanes.IPTables {
+		c.Notes = append(c.Notes, fmt.Sprintf("the %s dataplane's own counters are not read yet: the shares are the pods' answers", st.Dataplane))
+	}
+	var before map[string][]uint64
+	if read != nil {
+		if before, err = read(); err != nil {
+			return nil, err
+		}
+	}
+	conns, err := Connections(ctx, p, name, "client", node, req.Dst, n, parallel)
+	if err != nil {
+		return nil, err
+	}
+	c.Made = len(conns)
+	for _, conn := range conns {
+		if !conn.Answered {
+			continue
+		}
+		c.Answered++
+		for i, e := range c.Endpoints {
+			if _, pod, _ := strings.Cut(e.Endpoint.Pod, "/"); pod == conn.Pod || e.Endpoint.Pod == conn.Pod {
+				c.Endpoints[i].Answered++
+			}
+		}
+	}
+	if read != nil {
+		after, err := read()
+		if err != nil {
+			return nil, err
+		}
+		for i := range rules {
+			r := &rules[i]
+			if r.Rule-1 < len(before[chain]) && r.Rule-1 < len(after[chain]) {
+				r.Before, r.After = before[chain][r.Rule-1], after[chain][r.Rule-1]
+			}
+		}
+		for i := len(rules) - 1; i >= 0; i-- {
+			rules[i].Reached = rules[i].Counted()
+			if i+1 < len(rules) {
+				rules[i].Reached += rules[i+1].Reached
+			}
+		}
+		c.Rules = rules
+		if len(rules) > 0 && rules[0].Reached != uint64(c.Made) {
+			c.Notes = append(c.Notes, fmt.Sprintf("the kernel counted %d packets into %s for %d connections: nat rules see a connection's first packet only, and other traffic to the Service counts too", rules[0].Reached, chain, c.Made))
+		}
+	}
+	conclude(c)
+	return c, nil
+}
+
+// choiceRules are the rules of the chain where the trace's paths part for their endpoints (kube-proxy's
+// KUBE-SVC-… or KUBE-SVL-… statistic cascade): for each path, the rule of that chain it matched.
+func choiceRules(t *trace.Trace) ([]trace.CountedRule, string) {
+	chain := ""
+	for _, path := range t.Paths {
+		for _, h := range path.Hops {
+			if h.Probability > 0 && h.Table == "nat" && chain == "" {
+				chain = h.Chain
+			}
+		}
+	}
+	if chain == "" {
+		return nil, ""
+	}
+	var rules []trace.CountedRule
+	for _, path := range t.Paths {
+		if path.Endpoint == nil {
+			continue
+		}
+		for _, h := range path.Hops {
+			if h.Chain != chain || !h.Matched || h.Rule == 0 {
+				continue
+			}
+			if slices.ContainsFunc(rules, func(r trace.CountedRule) bool { return r.Rule == h.Rule }) {
+				break
+			}
+			chance := h.Probability
+			if chance == 0 {
+				chance = 1 // the last rule: what no statistic match took
+			}
+			ep := path.Endpoint.Pod
+			if ep == "" {
+				ep = fmt.Sprintf("%s:%d", path.Endpoint.IP, path.Endpoint.Port)
+			}
+			rules = append(rules, trace.CountedRule{Chain: chain, Rule: h.Rule, Text: h.Text, Chance: chance, Endpoint: ep})
+			break
+		}
+	}
+	slices.SortFunc(rules, func(a, b trace.CountedRule) int { return a.Rule - b.Rule })
+	return rules, chain
+}
+
+// conclude computes the chi-square test of the answers against the trace's chances and says what it supports.
+func conclude(c *trace.Counted) {
+	c.DF = len(c.Endpoints) - 1
+	if c.Answered == 0 {
+		c.Verdict = "no connection was answered: nothing to compare with the trace's chances"
+		return
+	}
+	smallest := float64(c.Answered)
+	for _, e := range c.Endpoints {
+		want := float64(c.Answered) * e.Endpoint.Probability
+		smallest = min(smallest, want)
+		if want > 0 {
+			d := float64(e.Answered) - want
+			c.ChiSquare += d * d / want
+		} else if e.Answered > 0 {
+			c.Verdict = fmt.Sprintf("%s answered %d connections, where the trace gives it no chance: the trace is wrong", e.Endpoint.Pod, e.Answered)
+			return
+		}
+	}
+	if c.DF == 0 {
+		c.P = 1
+		c.Verdict = "one endpoint: every answered connection went to it, as the trace says"
+		return
+	}
+	c.P = distuv.ChiSquared{K: float64(c.DF)}.Survival(c.ChiSquare)
+	switch {
+	case smallest < MinExpected:
+		c.Verdict = fmt.Sprintf("too few connections to tell: an endpoint expects %.1f answers; make at least %d", smallest, needed(c))
+	case c.P >= 0.01:
+		c.Verdict = fmt.Sprintf("the answers fit the trace's chances (chi-square %.2f on %d degrees of freedom, p = %.2f)", c.ChiSquare, c.DF, c.P)
+	default:
+		c.Verdict = fmt.Sprintf("the answers do not fit the trace's chances (chi-square %.2f on %d degrees of freedom, p = %.4f < 0.01)", c.ChiSquare, c.DF, c.P)
+	}
+}
+
+// needed is how many connections make every endpoint expect MinExpected answers.
+func needed(c *trace.Counted) int {
+	least := 1.0
+	for _, e := range c.Endpoints {
+		if e.Endpoint.Probability > 0 {
+			least = min(least, e.Endpoint.Probability)
+		}
+	}
+	return int(float64(MinExpected)/least + 0.999)
+}
