@@ -27,7 +27,7 @@ type Counted struct {
 // CountedEndpoint is one endpoint: the trace's chance for a new connection, and the connections it answered.
 type CountedEndpoint struct {
 	Endpoint Endpoint `json:"endpoint"`
-	Answered int            `json:"answered"`
+	Answered int      `json:"answered"`
 }
 
 // CountedRule is one rule of the choice: its own chance when a packet reaches it (statistic's probability; 1
