@@ -12,7 +12,7 @@ import (
 // answers, then (iptables) the choice rules with their own chances and the kernel's counts, then the verdict.
 func WriteCounted(w io.Writer, width int, c *trace.Counted) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d connections from the client to %s answered; the trace on %s (%s) beside them:\n", c.Answered, c.Made, c.Dst, c.Node, c.Dataplane)
+	b.WriteString(Wrap("", "", fmt.Sprintf("%d of %d connections from the client to %s answered; the trace on %s (%s) beside them:", c.Answered, c.Made, c.Dst, c.Node, c.Dataplane), width))
 	rows := [][]string{}
 	for _, e := range c.Endpoints {
 		name := e.Endpoint.Pod
@@ -29,7 +29,7 @@ func WriteCounted(w io.Writer, width int, c *trace.Counted) error {
 		return err
 	}
 	if len(c.Rules) > 0 {
-		fmt.Fprintf(&b, "\nThe choice, rule by rule (%s, nat table), the kernel's packet counters for this run:\n", c.Rules[0].Chain)
+		b.WriteString("\n" + Wrap("", "", fmt.Sprintf("The choice, rule by rule (%s, nat table), with the kernel's packet counters for this run:", c.Rules[0].Chain), width))
 		rows = rows[:0]
 		for _, r := range c.Rules {
 			chance := fmt.Sprintf("%.5f", r.Chance)

@@ -3,6 +3,7 @@ package tracer_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -145,6 +146,45 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 				p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, n)+":"+np))
 				if p.Verdict != trace.Delivered || p.SNAT == "172.18.0.1" {
 					t.Errorf("%s: NodePort from outside must be delivered and masqueraded: %s snat %s", n, p.Verdict, p.SNAT)
+				}
+			}
+		}
+	})
+	// counters: real connections to worker2's NodePort, each answered by a pod; on iptables the kernel's counter
+	// of each choice rule moved by exactly the connections its endpoint's pod answered (nat rules see each
+	// connection's first packet once), and the rules' own chances are the cascade's 1/3, 1/2 and the rest.
+	t.Run("counters", func(t *testing.T) {
+		const n = 60
+		var c trace.Counted
+		out := e2etest.MustK8sguide(t, "counters", "--name", name, "--node", worker, "--service", "web", "--count", strconv.Itoa(n), "-o", "json")
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatalf("counters -o json: %v\n%s", err, out)
+		}
+		answered := 0
+		for _, e := range c.Endpoints {
+			answered += e.Answered
+		}
+		if c.Made != n || c.Answered != n || answered != n || len(c.Endpoints) != 3 {
+			t.Fatalf("made %d, answered %d (%d by the trace's endpoints), %d endpoints: want %d, all answered by the 3 pods\n%s", c.Made, c.Answered, answered, len(c.Endpoints), n, out)
+		}
+		if d != dataplanes.IPTables {
+			if len(c.Rules) != 0 || len(c.Notes) == 0 {
+				t.Errorf("%s: rules %v, notes %v: want none read, and a note saying so", d, c.Rules, c.Notes)
+			}
+			return
+		}
+		if len(c.Rules) != 3 || c.Rules[0].Reached != n {
+			t.Fatalf("rules %+v: want the 3 rules of the choice, the first reached by all %d", c.Rules, n)
+		}
+		for i, want := range []float64{1.0 / 3, 0.5, 1} {
+			if math.Abs(c.Rules[i].Chance-want) > 1e-6 {
+				t.Errorf("rule %d's chance %v, want %v", c.Rules[i].Rule, c.Rules[i].Chance, want)
+			}
+		}
+		for _, r := range c.Rules {
+			for _, e := range c.Endpoints {
+				if e.Endpoint.Pod == r.Endpoint && uint64(e.Answered) != r.Counted() {
+					t.Errorf("rule %d sends to %s: the kernel counted %d, the pod answered %d", r.Rule, r.Endpoint, r.Counted(), e.Answered)
 				}
 			}
 		}

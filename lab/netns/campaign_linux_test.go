@@ -45,6 +45,8 @@ func TestCampaign(t *testing.T) {
 		"deploy":          {"deploy", "--name", name},
 		"scale":           {"scale", "--name", name, "--replicas", "3"},
 		"connect":         {"connect", dst, "--name", name},
+		"counters":        {"counters", "--name", name, "--node", name + "-worker", "--service", "web", "--count", "5"},
+		"doctor":          {"doctor", "--provider", "netns", "--quick"},
 		"nodeport":        {"nodeport", "--name", name, "--check", "2"},
 		"node-ip":         {"node-ip", "--name", name},
 		"exec":            {"exec", "--name", name, name + "-worker", "--", "true"},
