@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"html"
+	"math"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
@@ -271,7 +272,43 @@ func choiceLabel(t *trace.Trace, p trace.Path) string {
 	if p.Endpoint != nil && p.Endpoint.Turn > 0 {
 		label += fmt.Sprintf(", rr turn %d", p.Endpoint.Turn)
 	}
+	if c := cascade(p); c != "" {
+		label += "\n" + c
+	}
 	return label
+}
+
+// cascade is how an iptables statistic cascade reaches the path's endpoint, as the guide explains it: each
+// rule before it passed over (its chance not taken), then its own rule's chance, or what is left for the last
+// rule ("1/3 (rule 2)", "2/3 × 1/2 (rule 3)", "2/3 × 1/2 left (rule 4)"); "" for any other choice.
+func cascade(p trace.Path) string {
+	var factors []string
+	for _, h := range p.Hops {
+		if h.Table != "nat" || h.Rule == 0 || h.Choice != "" {
+			continue
+		}
+		switch {
+		case !h.Matched && h.Probability > 0:
+			factors = append(factors, fraction(1-h.Probability))
+		case h.Matched && h.Probability > 0:
+			return strings.Join(append(factors, fraction(h.Probability)), " × ") + fmt.Sprintf(" (rule %d)", h.Rule)
+		case h.Matched && len(factors) > 0 && strings.HasPrefix(h.Verdict, "jump KUBE-SEP-"):
+			return strings.Join(factors, " × ") + fmt.Sprintf(" left (rule %d)", h.Rule)
+		}
+	}
+	return ""
+}
+
+// fraction writes a chance as n/d when a denominator up to 64 gives it (kube-proxy writes 1/n as 0.33333333349),
+// else with three decimals.
+func fraction(x float64) string {
+	for d := 2; d <= 64; d++ {
+		n := math.Round(x * float64(d))
+		if n >= 1 && n < float64(d) && math.Abs(x-n/float64(d)) < 1e-6 {
+			return fmt.Sprintf("%d/%d", int(n), d)
+		}
+	}
+	return fmt.Sprintf("%.3f", x)
 }
 
 // endBox is where a path ends: the endpoint's pod, or what stopped the packet.
