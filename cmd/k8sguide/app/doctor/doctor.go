@@ -2,7 +2,6 @@
 package doctor
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -92,9 +91,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	}
 	report := providers.Doctor(cmd.Context(), provider, ds, !f.Quick)
 	if format == render.JSON {
-		enc := json.NewEncoder(streams.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
+		if err := render.WriteData(streams.Out, render.JSON, report); err != nil {
 			return err
 		}
 	} else if err := render.WriteDoctor(streams.Out, render.Width(streams.Out), report); err != nil {
