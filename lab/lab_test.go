@@ -2,8 +2,11 @@ package lab
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
 )
 
 func TestCount(t *testing.T) {
@@ -86,5 +89,24 @@ func TestPodRef(t *testing.T) {
 		if ns != tc.ns || name != tc.name || ok != tc.ok {
 			t.Errorf("PodRef(%q) = %q, %q, %v; want %q, %q, %v", tc.in, ns, name, ok, tc.ns, tc.name, tc.ok)
 		}
+	}
+}
+
+// TestGuideAliases: the guide's aliases name the lab's last node and k8sguide's own commands, one per tool the
+// guide watches the dataplane with.
+func TestGuideAliases(t *testing.T) {
+	for d, want := range map[dataplanes.Name][]string{
+		dataplanes.IPTables: {"alias ipt='k8sguide exec --name k8s-guide k8s-guide-worker2 -- iptables -t nat -nvL'"},
+		dataplanes.NFTables: {"alias nft-kp='k8sguide exec --name k8s-guide k8s-guide-worker2 -- nft list table ip kube-proxy'"},
+		dataplanes.IPVS: {"alias ipv='k8sguide exec --name k8s-guide k8s-guide-worker2 -- ipvsadm -ln'",
+			"alias ips='k8sguide exec --name k8s-guide k8s-guide-worker2 -- ipset list'"},
+		dataplanes.EBPF: {"alias lb='k8sguide lb list --name k8s-guide --node k8s-guide-worker2'"},
+	} {
+		if got := GuideAliases("k8s-guide", d, 2); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", d, got, want)
+		}
+	}
+	if got := GuideAliases("solo", dataplanes.IPTables, 0); len(got) != 1 || !strings.Contains(got[0], "solo-control-plane --") {
+		t.Errorf("a lab of one node: %q", got)
 	}
 }

@@ -250,6 +250,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		fmt.Fprintf(progress, "  %-28s %-14s %s\n", n.Name, n.Role, n.IP)
 	}
 	fmt.Fprintf(progress, "Next: k8sguide deploy --name %s && k8sguide nodeport --name %s\n", cfg.Name, cfg.Name)
+	lab.PrintGuideAliases(progress, cfg)
 	return nil
 }
 
