@@ -24,10 +24,13 @@ type Counted struct {
 	Notes   []string `json:"notes,omitempty"`
 }
 
-// CountedEndpoint is one endpoint: the trace's chance for a new connection, and the connections it answered.
+// CountedEndpoint is one endpoint: the trace's chance for a new connection, the connections its pod answered,
+// and, where the node's conntrack was read, the run's new conntrack entries whose reply comes from it (the
+// kernel's own record of where it sent each connection).
 type CountedEndpoint struct {
-	Endpoint Endpoint `json:"endpoint"`
-	Answered int      `json:"answered"`
+	Endpoint  Endpoint `json:"endpoint"`
+	Answered  int      `json:"answered"`
+	Conntrack *int     `json:"conntrack,omitempty"`
 }
 
 // CountedRule is one rule of the choice: its own chance when a packet reaches it (statistic's probability; 1

@@ -3,12 +3,15 @@ package live
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
@@ -51,13 +54,25 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		read = func() (map[string][]uint64, error) {
 			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, "nat", []string{chain})
 		}
+	} else if st.Dataplane == dataplanes.EBPF {
+		c.Notes = append(c.Notes, "Cilium's own records of its choices (its conntrack map) are not read yet: the shares are the pods' answers")
 	} else if st.Dataplane != dataplanes.IPTables {
-		c.Notes = append(c.Notes, fmt.Sprintf("the %s dataplane's own counters are not read yet: the shares are the pods' answers", st.Dataplane))
+		c.Notes = append(c.Notes, fmt.Sprintf("%s's rules carry no per-rule counters: the kernel's record of the choice is conntrack's", st.Dataplane))
 	}
 	var before map[string][]uint64
 	if read != nil {
 		if before, err = read(); err != nil {
 			return nil, err
+		}
+	}
+	// The kernel's record of each connection's choice: the node's conntrack entries from the client to dst,
+	// whose reply source is the endpoint it was sent to (netfilter dataplanes; Cilium keeps its own table).
+	var ctBefore map[netstate.Tuple]bool
+	ct := st.Dataplane != dataplanes.EBPF
+	if ct {
+		if ctBefore, err = conntrackTo(ctx, p, name, node, st.Client, req.Dst); err != nil {
+			c.Notes = append(c.Notes, "the node's conntrack table was not read: "+err.Error())
+			ct = false
 		}
 	}
 	conns, err := Connections(ctx, p, name, "client", node, req.Dst, n, parallel)
@@ -74,6 +89,26 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 			if _, pod, _ := strings.Cut(e.Endpoint.Pod, "/"); pod == conn.Pod || e.Endpoint.Pod == conn.Pod {
 				c.Endpoints[i].Answered++
 			}
+		}
+	}
+	if ct {
+		after, err := conntrackEntries(ctx, p, name, node, st.Client, req.Dst)
+		if err != nil {
+			return nil, err
+		}
+		counts := make([]int, len(c.Endpoints))
+		for _, e := range after {
+			if ctBefore[e.Orig] {
+				continue
+			}
+			for i, ep := range c.Endpoints {
+				if e.Reply.Src.String() == ep.Endpoint.IP && int(e.Reply.Sport) == ep.Endpoint.Port {
+					counts[i]++
+				}
+			}
+		}
+		for i := range c.Endpoints {
+			c.Endpoints[i].Conntrack = &counts[i]
 		}
 	}
 	if read != nil {
@@ -188,4 +223,38 @@ func needed(c *trace.Counted) int {
 		}
 	}
 	return int(float64(MinExpected)/least + 0.999)
+}
+
+// conntrackEntries are the node's TCP conntrack entries of connections from client to dst (IP:PORT), read with
+// conntrack-tools in the node.
+func conntrackEntries(ctx context.Context, p lab.Provider, name, node, client, dst string) ([]netstate.ConntrackEntry, error) {
+	ap, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		return nil, err
+	}
+	var out, errb strings.Builder
+	argv := []string{"conntrack", "-L", "-p", "tcp", "--orig-src", client, "--orig-dst", ap.Addr().String(), "--dport", strconv.Itoa(int(ap.Port()))}
+	if err := p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb}); err != nil {
+		return nil, fmt.Errorf("%s: %s", strings.Join(argv, " "), lab.FirstLine(errb.String()+" "+err.Error()))
+	}
+	var entries []netstate.ConntrackEntry
+	for _, line := range strings.Split(out.String(), "\n") {
+		if e, ok := netstate.ParseConntrack(line); ok {
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
+}
+
+// conntrackTo is conntrackEntries as the set of their original tuples: what a run's new entries are told from.
+func conntrackTo(ctx context.Context, p lab.Provider, name, node, client, dst string) (map[netstate.Tuple]bool, error) {
+	entries, err := conntrackEntries(ctx, p, name, node, client, dst)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[netstate.Tuple]bool{}
+	for _, e := range entries {
+		seen[e.Orig] = true
+	}
+	return seen, nil
 }

@@ -14,6 +14,11 @@ func WriteCounted(w io.Writer, width int, c *trace.Counted) error {
 	var b strings.Builder
 	b.WriteString(Wrap("", "", fmt.Sprintf("%d of %d connections from the client to %s answered; the trace on %s (%s) beside them:", c.Answered, c.Made, c.Dst, c.Node, c.Dataplane), width))
 	rows := [][]string{}
+	header := []string{"ENDPOINT", "CHANCE", "EXPECTED", "ANSWERED", "SHARE"}
+	conntrack := len(c.Endpoints) > 0 && c.Endpoints[0].Conntrack != nil
+	if conntrack {
+		header = append(header, "CONNTRACK")
+	}
 	for _, e := range c.Endpoints {
 		name := e.Endpoint.Pod
 		if name == "" {
@@ -23,10 +28,17 @@ func WriteCounted(w io.Writer, width int, c *trace.Counted) error {
 		if c.Answered > 0 {
 			share = fmt.Sprintf("%.3f", float64(e.Answered)/float64(c.Answered))
 		}
-		rows = append(rows, []string{name, fmt.Sprintf("%.3f", e.Endpoint.Probability), fmt.Sprintf("%.1f", e.Endpoint.Probability*float64(c.Answered)), fmt.Sprint(e.Answered), share})
+		row := []string{name, fmt.Sprintf("%.3f", e.Endpoint.Probability), fmt.Sprintf("%.1f", e.Endpoint.Probability*float64(c.Answered)), fmt.Sprint(e.Answered), share}
+		if conntrack && e.Conntrack != nil {
+			row = append(row, fmt.Sprint(*e.Conntrack))
+		}
+		rows = append(rows, row)
 	}
-	if err := FitTable(&b, width, []string{"ENDPOINT", "CHANCE", "EXPECTED", "ANSWERED", "SHARE"}, rows, []Column{{Min: 16}}); err != nil {
+	if err := FitTable(&b, width, header, rows, []Column{{Min: 16}}); err != nil {
 		return err
+	}
+	if conntrack {
+		b.WriteString(Wrap("", "", fmt.Sprintf("CONNTRACK: the run's new entries in %s's conntrack table whose reply comes from the endpoint: the kernel's own record of where it sent each connection.", c.Node), width))
 	}
 	if len(c.Rules) > 0 {
 		b.WriteString("\n" + Wrap("", "", fmt.Sprintf("The choice, rule by rule (%s, nat table), with the kernel's packet counters for this run:", c.Rules[0].Chain), width))

@@ -167,6 +167,12 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 		if c.Made != n || c.Answered != n || answered != n || len(c.Endpoints) != 3 {
 			t.Fatalf("made %d, answered %d (%d by the trace's endpoints), %d endpoints: want %d, all answered by the 3 pods\n%s", c.Made, c.Answered, answered, len(c.Endpoints), n, out)
 		}
+		// conntrack's record: each connection's entry in the node, replied to by the endpoint it was sent to.
+		for _, e := range c.Endpoints {
+			if e.Conntrack == nil || *e.Conntrack != e.Answered {
+				t.Errorf("%s answered %d; the node's conntrack holds %v new entries replied to from it", e.Endpoint.Pod, e.Answered, e.Conntrack)
+			}
+		}
 		if d != dataplanes.IPTables {
 			if len(c.Rules) != 0 || len(c.Notes) == 0 {
 				t.Errorf("%s: rules %v, notes %v: want none read, and a note saying so", d, c.Rules, c.Notes)
