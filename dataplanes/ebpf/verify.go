@@ -159,3 +159,27 @@ func checkSock(v *trace.Verification) {
 		v.Result = "disagree"
 	}
 }
+
+// ServiceChoices are the datapath's own records of where it sent connections from client to frontend: the
+// CT_SERVICE entries of node part (the keys lb4_local looks up: daddr the frontend, saddr the client, dport the
+// client's port), each the client's source port and the backend it names. A backend id no longer in the
+// backends map is the zero AddrPort.
+func ServiceChoices(part json.RawMessage, client netip.Addr, frontend netip.AddrPort) (map[uint16]netip.AddrPort, error) {
+	st, err := Decode(part)
+	if err != nil {
+		return nil, err
+	}
+	backends := map[uint64]netip.AddrPort{}
+	for _, b := range st.Backends {
+		backends[uint64(b.ID)] = netip.AddrPortFrom(b.Value.Address, b.Value.Port)
+	}
+	out := map[uint16]netip.AddrPort{}
+	for _, row := range st.CT {
+		k := row.Key
+		if k.Flags&TupleService == 0 || k.Daddr != frontend.Addr() || k.Sport != frontend.Port() || k.Saddr != client {
+			continue
+		}
+		out[k.Dport] = backends[row.Value.BackendID]
+	}
+	return out, nil
+}

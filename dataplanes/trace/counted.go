@@ -11,6 +11,9 @@ type Counted struct {
 	Answered  int    `json:"answered"`
 	// Endpoints are the trace's endpoints with the connections each pod answered.
 	Endpoints []CountedEndpoint `json:"endpoints"`
+	// ConntrackRecord says which of the kernel's records the endpoints' Conntrack counts come from ("" when
+	// none was read).
+	ConntrackRecord string `json:"conntrackRecord,omitempty"`
 	// Rules are the choice rules of kube-proxy's cascade (iptables), in their chain's order; empty where the
 	// dataplane's counters are not read (Notes say so).
 	Rules []CountedRule `json:"rules,omitempty"`

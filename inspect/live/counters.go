@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
@@ -55,7 +56,7 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, "nat", []string{chain})
 		}
 	} else if st.Dataplane == dataplanes.EBPF {
-		c.Notes = append(c.Notes, "Cilium's own records of its choices (its conntrack map) are not read yet: the shares are the pods' answers")
+		c.Notes = append(c.Notes, "Cilium's datapath keeps no count of its choices: its record of each is its conntrack map's")
 	} else if st.Dataplane != dataplanes.IPTables {
 		c.Notes = append(c.Notes, fmt.Sprintf("%s's rules carry no per-rule counters: the kernel's record of the choice is conntrack's", st.Dataplane))
 	}
@@ -69,6 +70,28 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	// whose reply source is the endpoint it was sent to (netfilter dataplanes; Cilium keeps its own table).
 	var ctBefore map[netstate.Tuple]bool
 	ct := st.Dataplane != dataplanes.EBPF
+	// On ebpf, Cilium's: its conntrack map's service entries, each naming the backend it chose.
+	var ciliumBefore map[uint16]netip.AddrPort
+	choices := func() (map[uint16]netip.AddrPort, error) {
+		s, err := collect(ctx, p, name, st, node, "")
+		if err != nil {
+			return nil, err
+		}
+		client, err := netip.ParseAddr(st.Client)
+		if err != nil {
+			return nil, fmt.Errorf("the lab's client address %q: %v", st.Client, err)
+		}
+		frontend, err := netip.ParseAddrPort(req.Dst)
+		if err != nil {
+			return nil, err
+		}
+		return ebpf.ServiceChoices(s.Part(dataplanes.EBPF), client, frontend)
+	}
+	if st.Dataplane == dataplanes.EBPF {
+		if ciliumBefore, err = choices(); err != nil {
+			return nil, err
+		}
+	}
 	if ct {
 		if ctBefore, err = conntrackTo(ctx, p, name, node, st.Client, req.Dst); err != nil {
 			c.Notes = append(c.Notes, "the node's conntrack table was not read: "+err.Error())
@@ -110,6 +133,28 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		for i := range c.Endpoints {
 			c.Endpoints[i].Conntrack = &counts[i]
 		}
+		c.ConntrackRecord = fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", node)
+	}
+	if ciliumBefore != nil {
+		after, err := choices()
+		if err != nil {
+			return nil, err
+		}
+		counts := make([]int, len(c.Endpoints))
+		for sport, backend := range after {
+			if _, old := ciliumBefore[sport]; old {
+				continue
+			}
+			for i, ep := range c.Endpoints {
+				if backend.String() == ep.Endpoint.Addr() {
+					counts[i]++
+				}
+			}
+		}
+		for i := range c.Endpoints {
+			c.Endpoints[i].Conntrack = &counts[i]
+		}
+		c.ConntrackRecord = "the run's new service entries in Cilium's conntrack map (cilium_ct4_global), each naming the backend the datapath chose"
 	}
 	if read != nil {
 		after, err := read()

@@ -37,8 +37,8 @@ func WriteCounted(w io.Writer, width int, c *trace.Counted) error {
 	if err := FitTable(&b, width, header, rows, []Column{{Min: 16}}); err != nil {
 		return err
 	}
-	if conntrack {
-		b.WriteString(Wrap("", "", fmt.Sprintf("CONNTRACK: the run's new entries in %s's conntrack table whose reply comes from the endpoint: the kernel's own record of where it sent each connection.", c.Node), width))
+	if conntrack && c.ConntrackRecord != "" {
+		b.WriteString(Wrap("", "", "CONNTRACK: "+c.ConntrackRecord+" (the kernel's own record of each choice).", width))
 	}
 	if len(c.Rules) > 0 {
 		b.WriteString("\n" + Wrap("", "", fmt.Sprintf("The choice, rule by rule (%s, nat table), with the kernel's packet counters for this run:", c.Rules[0].Chain), width))

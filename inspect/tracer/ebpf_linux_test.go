@@ -295,6 +295,22 @@ func testEBPFAgreement(t *testing.T, alg string) {
 		t.Errorf("lb list --snapshot: %v\n%s", err, list)
 	}
 
+	// counters: 60 real connections, each answered, and each written down by the datapath in its conntrack map
+	// with the backend whose pod answered it.
+	var c trace.Counted
+	out := e2etest.MustK8sguide(t, "counters", "--name", name, "--node", node, "--dst", dst.String(), "--count", "60", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("counters -o json: %v\n%s", err, out)
+	}
+	if c.Made != 60 || c.Answered != 60 {
+		t.Errorf("counters: %d of %d answered, want 60 of 60", c.Answered, c.Made)
+	}
+	for _, e := range c.Endpoints {
+		if e.Conntrack == nil || *e.Conntrack != e.Answered {
+			t.Errorf("counters: %s answered %d; Cilium's conntrack map names it for %v of the run's connections", e.Endpoint.Pod, e.Answered, e.Conntrack)
+		}
+	}
+
 	if t.Failed() {
 		out, _ := e2etest.Quiet("lb", "list", "--name", name, "--node", node)
 		t.Logf("lb list on %s:\n%s", node, out)
