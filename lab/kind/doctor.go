@@ -74,7 +74,7 @@ func Doctor(ctx context.Context) []doctor.Check {
 	case has:
 		img.Status, img.Found = doctor.Pass, image
 	default:
-		img.Status, img.Found = doctor.Warn, image+" is not in the engine: up pulls it (about 1 GB) from the network"
+		img.Status, img.Found = doctor.Warn, image+" is not in the engine: up pulls it from the network (a registry must answer)"
 		img.Fix = "docker pull it before class, or build one offline (make kind-image)"
 	}
 	return append(checks, img)
