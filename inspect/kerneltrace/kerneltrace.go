@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -559,7 +560,7 @@ func ParseXtables(lines []string, f trace.Flow) []trace.KernelEvent {
 		if !syn || packets == 0 {
 			continue
 		}
-		e := trace.KernelEvent{Table: m[1], Chain: m[2], Kind: m[3], Verdict: m[5]}
+		e := trace.KernelEvent{Table: m[1], Chain: m[2], Kind: m[3], Verdict: xtVerdictName(m[5])}
 		text := strings.TrimSpace(m[6])
 		// "-4 -t nat -A CHAIN …": keep the iptables-save part.
 		if i := strings.Index(text, "-A "); i >= 0 {
@@ -572,6 +573,29 @@ func ParseXtables(lines []string, f trace.Flow) []trace.KernelEvent {
 		out = append(out, e)
 	}
 	return out
+}
+
+// xtVerdictName is a verdict as xtables-monitor's trace prints it, with the nf_tables verdicts it prints as
+// numbers named: a rule that RETURNs shows as "filter:T1:rule:0x2:0xfffffffb" (iptables 1.8.9, measured), which
+// --verify showed raw.
+func xtVerdictName(v string) string {
+	n, err := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 32)
+	if !strings.HasPrefix(v, "0x") || err != nil {
+		return v
+	}
+	switch int32(uint32(n)) {
+	case -1:
+		return "CONTINUE"
+	case -2:
+		return "BREAK"
+	case -3:
+		return "JUMP"
+	case -4:
+		return "GOTO"
+	case -5:
+		return "RETURN"
+	}
+	return v
 }
 
 // ParseNft reads `nft monitor trace` output: the events of the first (SYN) packet, without our table.
