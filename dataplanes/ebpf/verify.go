@@ -160,11 +160,17 @@ func checkSock(v *trace.Verification) {
 	}
 }
 
+// ServiceChoice is one CT_SERVICE entry's record: the backend the datapath chose, and the entry's lifetime,
+// which the datapath renews on each packet of the connection.
+type ServiceChoice struct {
+	Backend  netip.AddrPort
+	Lifetime uint32
+}
+
 // ServiceChoices are the datapath's own records of where it sent connections from client to frontend: the
 // CT_SERVICE entries of node part (the keys lb4_local looks up: daddr the frontend, saddr the client, dport the
-// client's port), each the client's source port and the backend it names. A backend id no longer in the
-// backends map is the zero AddrPort.
-func ServiceChoices(part json.RawMessage, client netip.Addr, frontend netip.AddrPort) (map[uint16]netip.AddrPort, error) {
+// client's port), by the client's source port. A backend id no longer in the backends map is the zero AddrPort.
+func ServiceChoices(part json.RawMessage, client netip.Addr, frontend netip.AddrPort) (map[uint16]ServiceChoice, error) {
 	st, err := Decode(part)
 	if err != nil {
 		return nil, err
@@ -173,13 +179,13 @@ func ServiceChoices(part json.RawMessage, client netip.Addr, frontend netip.Addr
 	for _, b := range st.Backends {
 		backends[uint64(b.ID)] = netip.AddrPortFrom(b.Value.Address, b.Value.Port)
 	}
-	out := map[uint16]netip.AddrPort{}
+	out := map[uint16]ServiceChoice{}
 	for _, row := range st.CT {
 		k := row.Key
 		if k.Flags&TupleService == 0 || k.Daddr != frontend.Addr() || k.Sport != frontend.Port() || k.Saddr != client {
 			continue
 		}
-		out[k.Dport] = backends[row.Value.BackendID]
+		out[k.Dport] = ServiceChoice{Backend: backends[row.Value.BackendID], Lifetime: row.Value.Lifetime}
 	}
 	return out, nil
 }

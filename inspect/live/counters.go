@@ -68,11 +68,11 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	}
 	// The kernel's record of each connection's choice: the node's conntrack entries from the client to dst,
 	// whose reply source is the endpoint it was sent to (netfilter dataplanes; Cilium keeps its own table).
-	var ctBefore map[netstate.Tuple]bool
+	var ctBefore map[string]bool
 	ct := st.Dataplane != dataplanes.EBPF
 	// On ebpf, Cilium's: its conntrack map's service entries, each naming the backend it chose.
-	var ciliumBefore map[uint16]netip.AddrPort
-	choices := func() (map[uint16]netip.AddrPort, error) {
+	var ciliumBefore map[uint16]ebpf.ServiceChoice
+	choices := func() (map[uint16]ebpf.ServiceChoice, error) {
 		s, err := collect(ctx, p, name, st, node, "")
 		if err != nil {
 			return nil, err
@@ -121,7 +121,7 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		}
 		counts := make([]int, len(c.Endpoints))
 		for _, e := range after {
-			if ctBefore[e.Orig] {
+			if ctBefore[conntrackID(e)] {
 				continue
 			}
 			for i, ep := range c.Endpoints {
@@ -141,12 +141,14 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 			return nil, err
 		}
 		counts := make([]int, len(c.Endpoints))
-		for sport, backend := range after {
-			if _, old := ciliumBefore[sport]; old {
+		for sport, choice := range after {
+			// An entry of the same client port from before the run is new when the run touched it (a
+			// connection of the run reused the port: the datapath renewed the entry's lifetime).
+			if old, ok := ciliumBefore[sport]; ok && old == choice {
 				continue
 			}
 			for i, ep := range c.Endpoints {
-				if backend.String() == ep.Endpoint.Addr() {
+				if choice.Backend.String() == ep.Endpoint.Addr() {
 					counts[i]++
 				}
 			}
@@ -271,14 +273,15 @@ func needed(c *trace.Counted) int {
 }
 
 // conntrackEntries are the node's TCP conntrack entries of connections from client to dst (IP:PORT), read with
-// conntrack-tools in the node.
+// conntrack-tools in the node, with their ids (-o id): a connection of the run may reuse the client port of an
+// entry from before it (in the IPVS test VM, one of 60 did), so the tuple does not tell a new entry.
 func conntrackEntries(ctx context.Context, p lab.Provider, name, node, client, dst string) ([]netstate.ConntrackEntry, error) {
 	ap, err := netip.ParseAddrPort(dst)
 	if err != nil {
 		return nil, err
 	}
 	var out, errb strings.Builder
-	argv := []string{"conntrack", "-L", "-p", "tcp", "--orig-src", client, "--orig-dst", ap.Addr().String(), "--dport", strconv.Itoa(int(ap.Port()))}
+	argv := []string{"conntrack", "-L", "-p", "tcp", "--orig-src", client, "--orig-dst", ap.Addr().String(), "--dport", strconv.Itoa(int(ap.Port())), "-o", "id"}
 	if err := p.Exec(ctx, name, node, argv, lab.Streams{Out: &out, Err: &errb}); err != nil {
 		return nil, fmt.Errorf("%s: %s", strings.Join(argv, " "), lab.FirstLine(errb.String()+" "+err.Error()))
 	}
@@ -291,15 +294,25 @@ func conntrackEntries(ctx context.Context, p lab.Provider, name, node, client, d
 	return entries, nil
 }
 
-// conntrackTo is conntrackEntries as the set of their original tuples: what a run's new entries are told from.
-func conntrackTo(ctx context.Context, p lab.Provider, name, node, client, dst string) (map[netstate.Tuple]bool, error) {
+// conntrackTo is the set of conntrackEntries' ids: what a run's new entries are told from.
+func conntrackTo(ctx context.Context, p lab.Provider, name, node, client, dst string) (map[string]bool, error) {
 	entries, err := conntrackEntries(ctx, p, name, node, client, dst)
 	if err != nil {
 		return nil, err
 	}
-	seen := map[netstate.Tuple]bool{}
+	seen := map[string]bool{}
 	for _, e := range entries {
-		seen[e.Orig] = true
+		seen[conntrackID(e)] = true
 	}
 	return seen, nil
+}
+
+// conntrackID is the kernel's id of a conntrack entry (conntrack -o id), or its line when it has none.
+func conntrackID(e netstate.ConntrackEntry) string {
+	for _, w := range strings.Fields(e.Line) {
+		if id, ok := strings.CutPrefix(w, "id="); ok {
+			return id
+		}
+	}
+	return e.Line
 }

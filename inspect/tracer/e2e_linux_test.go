@@ -170,7 +170,7 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 		// conntrack's record: each connection's entry in the node, replied to by the endpoint it was sent to.
 		for _, e := range c.Endpoints {
 			if e.Conntrack == nil || *e.Conntrack != e.Answered {
-				t.Errorf("%s answered %d; the node's conntrack holds %v new entries replied to from it", e.Endpoint.Pod, e.Answered, e.Conntrack)
+				t.Errorf("%s answered %d; the node's conntrack holds %s new entries replied to from it", e.Endpoint.Pod, e.Answered, countOf(e.Conntrack))
 			}
 		}
 		if d != dataplanes.IPTables {
@@ -525,4 +525,12 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// countOf prints a count that may be missing.
+func countOf(n *int) string {
+	if n == nil {
+		return "no count of"
+	}
+	return strconv.Itoa(*n)
 }

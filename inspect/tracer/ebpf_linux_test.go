@@ -307,7 +307,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	}
 	for _, e := range c.Endpoints {
 		if e.Conntrack == nil || *e.Conntrack != e.Answered {
-			t.Errorf("counters: %s answered %d; Cilium's conntrack map names it for %v of the run's connections", e.Endpoint.Pod, e.Answered, e.Conntrack)
+			t.Errorf("counters: %s answered %d; Cilium's conntrack map names it for %s of the run's connections", e.Endpoint.Pod, e.Answered, countOf(e.Conntrack))
 		}
 	}
 
