@@ -45,7 +45,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Provider, "provider", providers.Default(), "provider to check: "+strings.Join(providers.Names, ", ")+", or all (auto: the one up would use)")
 	fl.StringSliceVar(&f.Dataplanes, "dataplane", nil, "dataplanes to check (default: all of "+dataplanes.List()+")")
 	fl.BoolVar(&f.Quick, "quick", false, "only what up checks: no rules loaded, no namespace made")
-	fl.BoolVar(&f.Fix, "fix", false, fmt.Sprintf("raise fs.inotify.max_user_instances to %d first, if lower (root; until reboot)", labdoctor.RaiseInotifyTo))
+	fl.BoolVar(&f.Fix, "fix", false, fmt.Sprintf("raise fs.inotify.max_user_instances to %d (or room for 3 more labs) first, if lower (root; until reboot)", labdoctor.RaiseInotifyTo))
 	fl.StringVarP(&f.Output, "output", "o", "table", "table or json")
 	return cmd
 }
@@ -70,12 +70,17 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		if os.Geteuid() != 0 {
 			return fmt.Errorf("--fix changes a host setting (fs.inotify.max_user_instances): run it as root, e.g. with sudo")
 		}
-		from, err := labdoctor.RaiseInotify("/proc", labdoctor.RaiseInotifyTo)
+		// The limit the check's fix names: 512, or room for three more labs where more are in use already.
+		target := labdoctor.RaiseInotifyTo
+		if in, err := labdoctor.ReadInotify("/proc", os.Geteuid()); err == nil {
+			target = labdoctor.InotifyTarget(in, labdoctor.InotifyPerLab)
+		}
+		from, err := labdoctor.RaiseInotify("/proc", target)
 		if err != nil {
 			return fmt.Errorf("raising fs.inotify.max_user_instances: %w", err)
 		}
-		if from < labdoctor.RaiseInotifyTo {
-			fmt.Fprintf(streams.Err, "Raised fs.inotify.max_user_instances from %d to %d (until reboot; put it in /etc/sysctl.d/ to keep it).\n", from, labdoctor.RaiseInotifyTo)
+		if from < target {
+			fmt.Fprintf(streams.Err, "Raised fs.inotify.max_user_instances from %d to %d (until reboot; put it in /etc/sysctl.d/ to keep it).\n", from, target)
 		}
 	}
 	provider := f.Provider
