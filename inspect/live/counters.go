@@ -119,44 +119,28 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		if err != nil {
 			return nil, err
 		}
-		counts := make([]int, len(c.Endpoints))
+		var chosen []netip.AddrPort
 		for _, e := range after {
-			if ctBefore[conntrackID(e)] {
-				continue
-			}
-			for i, ep := range c.Endpoints {
-				if e.Reply.Src.String() == ep.Endpoint.IP && int(e.Reply.Sport) == ep.Endpoint.Port {
-					counts[i]++
-				}
+			if !ctBefore[conntrackID(e)] {
+				chosen = append(chosen, netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
 			}
 		}
-		for i := range c.Endpoints {
-			c.Endpoints[i].Conntrack = &counts[i]
-		}
-		c.ConntrackRecord = fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", node)
+		recordChoices(c, chosen, fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", node))
 	}
 	if ciliumBefore != nil {
 		after, err := choices()
 		if err != nil {
 			return nil, err
 		}
-		counts := make([]int, len(c.Endpoints))
+		var chosen []netip.AddrPort
 		for sport, choice := range after {
 			// An entry of the same client port from before the run is new when the run touched it (a
 			// connection of the run reused the port: the datapath renewed the entry's lifetime).
-			if old, ok := ciliumBefore[sport]; ok && old == choice {
-				continue
-			}
-			for i, ep := range c.Endpoints {
-				if choice.Backend.String() == ep.Endpoint.Addr() {
-					counts[i]++
-				}
+			if old, ok := ciliumBefore[sport]; !ok || old != choice {
+				chosen = append(chosen, choice.Backend)
 			}
 		}
-		for i := range c.Endpoints {
-			c.Endpoints[i].Conntrack = &counts[i]
-		}
-		c.ConntrackRecord = "the run's new service entries in Cilium's conntrack map (cilium_ct4_global), each naming the backend the datapath chose"
+		recordChoices(c, chosen, "the run's new service entries in Cilium's conntrack map (cilium_ct4_global), each naming the backend the datapath chose")
 	}
 	if read != nil {
 		after, err := read()
@@ -224,6 +208,23 @@ func choiceRules(t *trace.Trace) ([]trace.CountedRule, string) {
 	}
 	slices.SortFunc(rules, func(a, b trace.CountedRule) int { return a.Rule - b.Rule })
 	return rules, chain
+}
+
+// recordChoices sets each endpoint's count of the kernel's records (chosen: the endpoint of each of the run's
+// new entries) and says which record they come from.
+func recordChoices(c *trace.Counted, chosen []netip.AddrPort, record string) {
+	counts := make([]int, len(c.Endpoints))
+	for _, to := range chosen {
+		for i, ep := range c.Endpoints {
+			if to.String() == ep.Endpoint.Addr() {
+				counts[i]++
+			}
+		}
+	}
+	for i := range c.Endpoints {
+		c.Endpoints[i].Conntrack = &counts[i]
+	}
+	c.ConntrackRecord = record
 }
 
 // conclude computes the chi-square test of the answers against the trace's chances and says what it supports.
