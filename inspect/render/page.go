@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"io"
 	"regexp"
@@ -20,10 +21,31 @@ func TraceSVG(ctx context.Context, t *trace.Trace) ([]byte, error) {
 // HTML starts at <svg>.
 var svgPrologRE = regexp.MustCompile(`(?s)\A.*?(<svg\b)`)
 
-// inlineSVG is Graphviz's SVG ready to stand inside a page: from <svg> on. Trusted: Graphviz wrote it from a
-// graph whose every label TraceDOT escaped.
+// svgSizeRE matches the size Graphviz gives its picture, in points.
+var svgSizeRE = regexp.MustCompile(`<svg width="([0-9.]+)pt" height="([0-9.]+)pt"`)
+
+// pictureScale is the size pages draw pictures at, in CSS pixels per point (a point is 4/3 px): every picture
+// of every page at one scale, so that compare's pictures can be set side by side and a box reads the same size
+// in each, and one at which the smallest text (an arrow's 10 pt) is 10.7 px, legible on a projector at
+// 1280×720. A picture wider than the window scrolls rather than shrinking to a size nobody can read.
+const pictureScale = 4.0 / 3 * 0.8
+
+// inlineSVG is Graphviz's SVG ready to stand inside a page: from <svg> on, sized at pictureScale. Trusted:
+// Graphviz wrote it from a graph whose every label TraceDOT escaped.
 func inlineSVG(svg []byte) template.HTML {
-	return template.HTML(svgPrologRE.ReplaceAllString(string(svg), "$1"))
+	s := svgPrologRE.ReplaceAllString(string(svg), "$1")
+	s = svgSizeRE.ReplaceAllStringFunc(s, func(m string) string {
+		var w, h float64
+		sub := svgSizeRE.FindStringSubmatch(m)
+		if _, err := fmt.Sscan(sub[1], &w); err != nil {
+			return m
+		}
+		if _, err := fmt.Sscan(sub[2], &h); err != nil {
+			return m
+		}
+		return fmt.Sprintf(`<svg width="%.0fpx" height="%.0fpx"`, w*pictureScale, h*pictureScale)
+	})
+	return template.HTML(s)
 }
 
 // pageWidth is the width the page's table is fitted to: a browser window is wider than a terminal.
@@ -67,8 +89,8 @@ var pageTemplate = template.Must(template.New("trace").Parse(`<!DOCTYPE html>
 body { font-family: Helvetica, Arial, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 18px; margin: 0 0 4px 0; }
 p.sub { margin: 0 0 12px 0; color: #555; }
-figure { margin: 0 0 16px 0; }
-figure svg { max-width: 100%; height: auto; }
+figure { margin: 0 0 16px 0; overflow-x: auto; }
+figure svg { max-width: none; }
 pre { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12px; background: #f7f7f7;
       padding: 8px; overflow-x: auto; }
 details { margin: 8px 0; }

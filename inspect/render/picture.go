@@ -12,7 +12,7 @@ import (
 // The trace as a picture, in the guide's style: the packet's source on the left, the node and its hooks left
 // to right, a box per hook the packet crosses listing the rules (or map lookups) that acted on it, a branch per
 // path with its chance, DNAT and SNAT written on the arrows (FROM → TO), the endpoint on the right and the
-// reply dashed back. TraceDOT writes it in Graphviz's language; Graphviz (k8sguide-graphviz) lays it out.
+// reply dashed back through the box where the node undoes the NAT. TraceDOT writes it in Graphviz's language; Graphviz (k8sguide-graphviz) lays it out.
 // Every dataplane's trace reads the same way because the picture is made from the engine-independent model.
 //
 // The text is monospace (Courier): Graphviz sizes a box from its own estimate of the font's metrics, and every
@@ -24,11 +24,11 @@ import (
 const maxPicturePaths = 8
 
 // pictureTextWidth bounds a line of text in a box, in characters: full rule text is in the table.
-const pictureTextWidth = 40
+const pictureTextWidth = 44
 
-// pictureNameWidth bounds a chain's name, cut in the middle (KUBE-SVC-LOLE…W44XBNF3G, service-PFIS…/web/tcp/):
-// the branches are told apart by the pods they lead to.
-const pictureNameWidth = 26
+// pictureNameWidth bounds a chain's name, cut in the middle where it is longer: kube-proxy's names are whole
+// (nat/KUBE-SVC-LOLE4ISW44XBNF3G, external-PFISGYVC-default/web/tcp/), as the table and the guide write them.
+const pictureNameWidth = 40
 
 // The guide's colours (draw.io's palette, which the guide's diagrams use): rules blue, translations orange,
 // pods green, drops red, the packet's source grey.
@@ -155,6 +155,8 @@ type pictureBuilder struct {
 	hooks []string            // in order of first appearance
 	progs map[string]string   // hook → the program attached there (ebpf: the hops' chain), "" for netfilter
 	boxes map[string][]string // hook → the DOT statements of its boxes
+	undo  []string            // the boxes where the node undoes the replies' NAT, in the node but in no hook
+	undos map[string]string   // what undoes a reply and what the sender gets → its box's id
 }
 
 func (pb *pictureBuilder) id(prefix string) string {
@@ -365,10 +367,60 @@ func (pb *pictureBuilder) endBox(p trace.Path, dst string) string {
 	return id
 }
 
+// reply draws a path's reply from its end box e back to the sender src, through the node where the node undoes
+// the NAT (conntrack's entry, IPVS's connection, Cilium's reverse-NAT map): a box in the node says what undoes
+// it and what it rewrites, shared by the replies it undoes alike. A reply that bypasses the node, or that
+// nothing needs to undo, goes straight back. The dashed arrows run against the graph (dir=back), so that
+// Graphviz ranks the box between the sender and the pods, as the reply travels, rather than tangling long arcs
+// across the picture.
+func (pb *pictureBuilder) reply(e, src string, r trace.Reply) []string {
+	dashed := func(colour string) string {
+		return fmt.Sprintf("style=dashed, color=%q, fontcolor=%q", colour, colour)
+	}
+	to := "reply → " + r.To
+	if r.To == trace.Unknown {
+		to = "reply → the source\nthe pod saw (unknown)"
+	}
+	seen := r.AsSeenFrom + "\n→ " + r.AsSeenTo
+	switch {
+	case r.Bypasses:
+		return []string{edge(e, src, to+"\nbypasses this node:\ndropped by the sender", dashed(lineDrop)+", constraint=false")}
+	case len(r.UndoneBy) == 0:
+		return []string{edge(e, src, to, dashed(lineRule)+", constraint=false")}
+	}
+	key := strings.Join(r.UndoneBy, "\x00") + "\x00" + seen
+	id, ok := pb.undos[key]
+	var out []string
+	if !ok {
+		id = pb.id("r")
+		pb.undos[key] = id
+		lines := []string{"reply: undone by " + strings.Join(r.UndoneBy, ", ")}
+		if len(lines[0]) > pictureTextWidth {
+			lines = []string{"reply: undone by"}
+			for _, by := range r.UndoneBy {
+				lines = append(lines, "  "+ShortenMiddle(by, pictureTextWidth))
+			}
+		}
+		if r.To != r.AsSeenTo {
+			lines = append(lines, "dst back to "+r.AsSeenTo)
+		}
+		if r.From != r.AsSeenFrom {
+			lines = append(lines, "src back to "+r.AsSeenFrom)
+		}
+		for i := range lines {
+			lines[i] = html.EscapeString(lines[i])
+		}
+		pb.undo = append(pb.undo, fmt.Sprintf(`%s [label=<%s>, fillcolor=%q, color=%q, style="rounded,filled,dashed"];`,
+			id, strings.Join(lines, `<BR ALIGN="LEFT"/>`)+`<BR ALIGN="LEFT"/>`, fillNAT, lineNAT))
+		out = append(out, edge(src, id, seen, dashed(lineRule)+", dir=back, weight=0"))
+	}
+	return append(out, edge(id, e, to, dashed(lineRule)+", dir=back"))
+}
+
 // TraceDOT is t as a Graphviz digraph (see the comment at the top of this file).
 func TraceDOT(t *trace.Trace) string {
 	t = visible(t) // `-o dot` goes to a terminal as often as to Graphviz
-	pb := &pictureBuilder{boxes: map[string][]string{}, progs: map[string]string{}}
+	pb := &pictureBuilder{boxes: map[string][]string{}, progs: map[string]string{}, undos: map[string]string{}}
 	title := fmt.Sprintf("%s %s → %s from %s", t.Packet.Proto, t.Packet.Src, t.Packet.Dst, t.Packet.From)
 	if t.Service != "" {
 		title += " · Service " + t.Service
@@ -382,23 +434,6 @@ func TraceDOT(t *trace.Trace) string {
 	srcLabel += "<BR/>" + html.EscapeString(t.Packet.Src)
 	if t.Packet.InIface != "" {
 		srcLabel += "<BR/>in on " + html.EscapeString(t.Packet.InIface)
-	}
-
-	// When every reply reaches the sender with the same addresses, its box says so once, rather than each
-	// dashed line.
-	seen, sameSeen := "", true
-	for _, p := range t.Paths {
-		if r := p.Reply; r != nil {
-			s := r.AsSeenFrom + " → " + r.AsSeenTo
-			if seen != "" && s != seen {
-				sameSeen = false
-			}
-			seen = s
-		}
-	}
-	if seen != "" && sameSeen {
-		from, _, _ := strings.Cut(seen, " → ")
-		srcLabel += "<BR/>replies come<BR/>from " + html.EscapeString(from)
 	}
 
 	st := packetState{src: t.Packet.Src, dst: t.Packet.Dst}
@@ -433,19 +468,7 @@ func TraceDOT(t *trace.Trace) string {
 		}
 		edges = append(edges, edge(end, e, arrive, ""))
 		if r := p.Reply; r != nil {
-			text := "reply → " + r.To
-			if r.To == trace.Unknown {
-				text = "reply → the source\nthe pod saw (unknown)"
-			}
-			if !sameSeen {
-				text += fmt.Sprintf("\nsender gets %s\n→ %s", r.AsSeenFrom, r.AsSeenTo)
-			}
-			colour := lineRule
-			if r.Bypasses {
-				text += "\nbypasses this node:\ndropped by the sender"
-				colour = lineDrop
-			}
-			replies = append(replies, edge(e, src, text, fmt.Sprintf("style=dashed, color=%q, fontcolor=%q, constraint=false", colour, colour)))
+			replies = append(replies, pb.reply(e, src, *r)...)
 		}
 	}
 	if more := len(t.Paths) - len(shown); more > 0 {
@@ -478,18 +501,21 @@ func TraceDOT(t *trace.Trace) string {
 
 	var out strings.Builder
 	out.WriteString("digraph trace {\n")
-	fmt.Fprintf(&out, "  graph [rankdir=LR, fontname=\"Courier\", fontsize=12, nodesep=0.25, ranksep=0.3, newrank=true, labelloc=t, labeljust=l, label=<%s>];\n", label)
-	out.WriteString("  node [fontname=\"Courier\", fontsize=10, shape=box, style=\"rounded,filled\", margin=\"0.1,0.06\"];\n")
-	out.WriteString("  edge [fontname=\"Courier\", fontsize=9, color=\"#333333\"];\n")
+	fmt.Fprintf(&out, "  graph [rankdir=LR, fontname=\"Courier\", fontsize=13, nodesep=0.25, ranksep=0.3, newrank=true, labelloc=t, labeljust=l, label=<%s>];\n", label)
+	out.WriteString("  node [fontname=\"Courier\", fontsize=11, shape=box, style=\"rounded,filled\", margin=\"0.1,0.06\"];\n")
+	out.WriteString("  edge [fontname=\"Courier\", fontsize=10, color=\"#333333\"];\n")
 	fmt.Fprintf(&out, "  %s [label=<%s>, fillcolor=%q, color=%q];\n", src, srcLabel, fillSource, lineSource)
 	nodeTitle := "node " + t.Node + " · " + dataplaneTitle(t)
 	if t.Node == "" {
 		nodeTitle = "the node (its name is not in the input) · " + dataplaneTitle(t)
 	}
-	fmt.Fprintf(&out, "  subgraph cluster_node {\n    label=<%s>; style=rounded; color=%q; bgcolor=%q; fontsize=11;\n",
+	fmt.Fprintf(&out, "  subgraph cluster_node {\n    label=<%s>; style=rounded; color=%q; bgcolor=%q; fontsize=12;\n",
 		html.EscapeString(nodeTitle), clusterNode, clusterNodeFill)
+	for _, stmt := range pb.undo {
+		out.WriteString("    " + stmt + "\n")
+	}
 	for i, hook := range pb.hooks {
-		fmt.Fprintf(&out, "    subgraph cluster_hook%d {\n      label=<%s>; style=\"rounded,dashed\"; color=%q; bgcolor=\"#ffffff\"; fontsize=10;\n",
+		fmt.Fprintf(&out, "    subgraph cluster_hook%d {\n      label=<%s>; style=\"rounded,dashed\"; color=%q; bgcolor=\"#ffffff\"; fontsize=11;\n",
 			i, html.EscapeString(strings.TrimSuffix(hook+" · "+pb.progs[hook], " · ")), clusterHook)
 		for _, stmt := range pb.boxes[hook] {
 			out.WriteString("      " + stmt + "\n")

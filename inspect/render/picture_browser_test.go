@@ -193,21 +193,17 @@ func TestPictureInChromium(t *testing.T) {
 			if err := os.WriteFile(file, []byte(measured), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			// A window as wide as the picture at its natural size (pt → px), so the text is measured unscaled.
-			svg, err := render.TraceSVG(context.Background(), tr)
-			if err != nil {
-				t.Fatal(err)
+			// A window as wide as the picture as the page draws it, so the text is measured unscaled.
+			var wpx, hpx int
+			if m := regexp.MustCompile(`<svg width="(\d+)px" height="(\d+)px"`).FindStringSubmatch(page.String()); m != nil {
+				fmt.Sscan(m[1], &wpx)
+				fmt.Sscan(m[2], &hpx)
 			}
-			var wpt, hpt int
-			if m := regexp.MustCompile(`<svg width="(\d+)pt" height="(\d+)pt"`).FindSubmatch(svg); m != nil {
-				fmt.Sscan(string(m[1]), &wpt)
-				fmt.Sscan(string(m[2]), &hpt)
-			}
-			if wpt == 0 {
-				t.Fatal("Graphviz's SVG has no size in pt")
+			if wpx == 0 {
+				t.Fatal("the page's picture has no size in px")
 			}
 			// The window holds the page's title and the picture: the screenshot is the picture the README shows.
-			img, l := openInChromium(t, browser, file, wpt*4/3+64, hpt*4/3+110)
+			img, l := openInChromium(t, browser, file, wpx+64, hpx+110)
 			if _, err := png.Decode(bytes.NewReader(img)); err != nil {
 				t.Fatalf("screenshot: %v", err)
 			}
@@ -217,6 +213,21 @@ func TestPictureInChromium(t *testing.T) {
 				}
 			}
 			checkLayout(t, l)
+
+			// On a projector (1280×720) the picture keeps its size and scrolls: its smallest text (an arrow's
+			// label) stays at least 10 px tall, where shrinking it to the window made it 7 px.
+			_, projected := openInChromium(t, browser, file, 1280, 720)
+			smallest := rect{H: 1e9}
+			for _, p := range projected.Parts {
+				for _, tx := range p.Texts {
+					if strings.TrimSpace(tx.Text) != "" && tx.H < smallest.H {
+						smallest = tx
+					}
+				}
+			}
+			if smallest.H < 10 {
+				t.Errorf("at 1280×720 the smallest text is %.1f px tall: %v", smallest.H, smallest)
+			}
 		})
 	}
 }
