@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/k8sguide/k8sguide/cmd/internal/nodecommands"
 	"github.com/k8sguide/k8sguide/cmd/k8sguide/app/counters"
@@ -220,7 +221,7 @@ func execute(ctx context.Context, root *cobra.Command, internal bool, errOut io.
 			if internal {
 				panic(r)
 			}
-			fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(crashed(r, debug.Stack())))
+			writeError(errOut, crashed(r, debug.Stack()))
 			status = ExitInternalError
 		}
 	}()
@@ -234,11 +235,45 @@ func execute(ctx context.Context, root *cobra.Command, internal bool, errOut io.
 		return exitErr.ExitCode()
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(interrupted(err)))
+		writeError(errOut, interrupted(err))
 		return ExitInterrupted
 	}
-	fmt.Fprintf(errOut, "ERROR: %s\n", oneLine(errorText(err)))
+	writeError(errOut, errorText(err))
 	return 1
+}
+
+// errorIndent is where an error's wrapped lines start: under the message, after "ERROR: ".
+const errorIndent = "       "
+
+// writeError prints msg as the error line. To a terminal it is wrapped at the terminal's width (an error is
+// one message, but a 190-column line wraps mid-word at the edge, or runs off it); to a pipe or a file it stays
+// one line, for the scripts and CI logs that read it.
+func writeError(errOut io.Writer, msg string) {
+	msg = oneLine(msg)
+	if f, ok := errOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		msg = wrapError(msg, render.Width(f)-len(errorIndent))
+	}
+	fmt.Fprintf(errOut, "ERROR: %s\n", msg)
+}
+
+// wrapError breaks msg between words into lines of at most width columns, each after the first indented under
+// the first; a word longer than a line (a path, a command) has a line of its own, whole, since a cut path is
+// one nobody can open.
+func wrapError(msg string, width int) string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(msg) {
+		switch {
+		case line == "":
+			line = word
+		case render.TextWidth(line)+1+render.TextWidth(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return strings.Join(append(lines, line), "\n"+errorIndent)
 }
 
 // ExitInternalError is the exit status of a command stopped by a bug of k8sguide's (EX_SOFTWARE of sysexits.h).
