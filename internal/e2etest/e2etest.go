@@ -112,9 +112,10 @@ func Main(m *testing.M) int {
 	os.Setenv(datapath.CacheEnv, filepath.Join(dir, "cilium-objects"))
 	os.Setenv(render.GraphvizCacheEnv, filepath.Join(dir, "graphviz"))
 	// And what the Binary keeps in the temporary directory (a failed up's logs, which the fault tests provoke).
-	// Sticky and open to all, as /tmp is: the not-root test runs the Binary as nobody.
+	// Sticky and open to all, as /tmp is: the not-root test runs the Binary as nobody (os.ModeSticky: Go's
+	// FileMode does not take the octal 01000).
 	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o755); err == nil && os.Chmod(tmp, 0o1777) == nil {
+	if err := os.Mkdir(tmp, 0o755); err == nil && os.Chmod(tmp, 0o777|os.ModeSticky) == nil {
 		os.Setenv("TMPDIR", tmp)
 	}
 	return m.Run()

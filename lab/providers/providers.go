@@ -51,7 +51,14 @@ func Choose(ctx context.Context, name string) (string, string, error) {
 		return name, "", nil
 	case "auto", "":
 		if err := engineAnswers(ctx); err != nil {
-			return "netns", fmt.Sprintf("Using the netns provider: %v (--provider kind needs one).", err), nil
+			msg := fmt.Sprintf("Using the netns provider: %v (--provider kind needs one).", err)
+			if len(msg) > 100 {
+				// The engine's own words (the socket it tried, its help) overflow a classroom's terminal;
+				// `docker info` repeats them for whoever wants kind.
+				why, _, _ := strings.Cut(err.Error(), " (")
+				msg = fmt.Sprintf("Using the netns provider: %s (--provider kind needs one; `docker info` says why).", why)
+			}
+			return "netns", msg, nil
 		}
 		return "kind", "Using the kind provider: a Docker engine answers (--provider netns builds the lab without Docker).", nil
 	}

@@ -230,55 +230,85 @@ var cflags = []string{"-O2", "-g", "--target=bpf", "-std=gnu99", "-nostdinc", "-
 	"-Wenum-conversion",
 	"-Wimplicit-fallthrough"}
 
+// compilation is what Compile runs for a program: clang, its arguments, the generated headers, and the object's
+// name, a hash of all of them.
+type compilation struct {
+	prog       Program
+	clang      Clang
+	src        string
+	args       []string
+	nodeH, epH []byte
+	name       string
+}
+
+// plan works out o's compilation without running it.
+func plan(o Options) (*compilation, error) {
+	if !o.NodeIP.Is4() {
+		return nil, fmt.Errorf("datapath: node IP %v is not IPv4", o.NodeIP)
+	}
+	if o.RouterIP.IsValid() && !o.RouterIP.Is4() {
+		return nil, fmt.Errorf("datapath: router IP %v is not IPv4", o.RouterIP)
+	}
+	c := &compilation{prog: o.program()}
+	if c.prog != Host && c.prog != LXC && c.prog != Sock {
+		return nil, fmt.Errorf("datapath: no program %q", c.prog)
+	}
+	var err error
+	if c.clang, err = FindClang(); err != nil {
+		return nil, err
+	}
+	if c.src, err = Sources(); err != nil {
+		return nil, err
+	}
+	if c.nodeH, err = nodeConfig(c.src, o); err != nil {
+		return nil, err
+	}
+	c.epH = epConfig(c.prog)
+	c.args = append([]string{}, cflags...)
+	c.args = append(c.args, Defines(o)...)
+	if c.prog == Sock {
+		if o.HostNetnsCookie == 0 {
+			return nil, errors.New("datapath: bpf_sock needs the node's network namespace cookie")
+		}
+		c.args = append(c.args, fmt.Sprintf("-DHOST_NETNS_COOKIE=%d", o.HostNetnsCookie))
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", c.clang.Path, c.clang.Version, c.src, CiliumVersion, c.prog)
+	for _, a := range c.args {
+		fmt.Fprintln(h, a)
+	}
+	h.Write(c.nodeH)
+	h.Write(c.epH)
+	c.name = string(c.prog) + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+	return c, nil
+}
+
+// Cached says whether Compile(o, cacheDir) would find its object built already, without running clang: `up`
+// tells the user before a compilation that takes minutes.
+func Cached(o Options, cacheDir string) bool {
+	c, err := plan(o)
+	if err != nil || cacheDir == "" {
+		return false
+	}
+	_, err = os.Lstat(filepath.Join(cacheDir, c.name+".o"))
+	return err == nil
+}
+
 // Compile builds a program for a node into cacheDir and returns its path. An object built with the same clang,
 // sources, headers and flags is reused: its name is a hash of them.
 func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
-	if !o.NodeIP.Is4() {
-		return "", fmt.Errorf("datapath: node IP %v is not IPv4", o.NodeIP)
-	}
-	if o.RouterIP.IsValid() && !o.RouterIP.Is4() {
-		return "", fmt.Errorf("datapath: router IP %v is not IPv4", o.RouterIP)
-	}
-	prog := o.program()
-	if prog != Host && prog != LXC && prog != Sock {
-		return "", fmt.Errorf("datapath: no program %q", prog)
-	}
 	// Root loads what is in cacheDir into the kernel: it must be no one else's to write.
 	if cacheDir == "" {
 		return "", ErrNoCacheDir
 	}
+	c, err := plan(o)
+	if err != nil {
+		return "", err
+	}
 	if err := privdir.Ensure(cacheDir); err != nil {
 		return "", err
 	}
-	clang, err := FindClang()
-	if err != nil {
-		return "", err
-	}
-	src, err := Sources()
-	if err != nil {
-		return "", err
-	}
-	nodeH, err := nodeConfig(src, o)
-	if err != nil {
-		return "", err
-	}
-	epH := epConfig(prog)
-	args := append([]string{}, cflags...)
-	args = append(args, Defines(o)...)
-	if prog == Sock {
-		if o.HostNetnsCookie == 0 {
-			return "", errors.New("datapath: bpf_sock needs the node's network namespace cookie")
-		}
-		args = append(args, fmt.Sprintf("-DHOST_NETNS_COOKIE=%d", o.HostNetnsCookie))
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", clang.Path, clang.Version, src, CiliumVersion, prog)
-	for _, a := range args {
-		fmt.Fprintln(h, a)
-	}
-	h.Write(nodeH)
-	h.Write(epH)
-	name := string(prog) + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+	prog, clang, src, args, nodeH, epH, name := c.prog, c.clang, c.src, c.args, c.nodeH, c.epH, c.name
 	out := filepath.Join(cacheDir, name+".o")
 	if _, err := os.Lstat(out); err == nil {
 		if err := privdir.CheckFile(out); err != nil {
