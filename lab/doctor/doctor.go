@@ -101,9 +101,17 @@ const InotifyPerLab = 16
 // "too many open files", room for 30 labs.
 const RaiseInotifyTo = 512
 
-// InotifyCheck says how many more labs the inotify instance limit lets this user run, perLab instances each.
+// InotifyCheck says how many more labs the inotify instance limit lets root (who runs them) run, perLab
+// instances each.
 func InotifyCheck(forWhat string, in Inotify, perLab int) Check {
 	c := Check{For: forWhat, Name: "inotify instances"}
+	if in.Unreadable > 0 {
+		// Not root: root's processes, which hold the labs' instances, cannot be read. A count from the
+		// readable ones would look surer than it is.
+		c.Status = Warn
+		c.Found = fmt.Sprintf("limit %d (fs.inotify.max_user_instances), a lab holds about %d: how many are in use is unknown (root's %d processes cannot be read without root)", in.MaxInstances, perLab, in.Unreadable)
+		return c
+	}
 	free := in.MaxInstances - in.Instances
 	fits := max(free, 0) / perLab
 	c.Found = fmt.Sprintf("%d of %d in use (fs.inotify.max_user_instances); a lab holds about %d: room for %d more", in.Instances, in.MaxInstances, perLab, fits)

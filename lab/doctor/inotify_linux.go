@@ -3,7 +3,9 @@ package doctor
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,9 +21,13 @@ type Inotify struct {
 	// Instances is how many instances the user's processes hold now (one per open inotify descriptor; a
 	// descriptor shared across a fork counts twice, so this can be a little high).
 	Instances int
+	// Unreadable is how many of the user's processes' descriptors could not be read (another user's, read
+	// without root): Instances is then a lower bound, not a count.
+	Unreadable int
 }
 
-// ReadInotify reads the limits under procRoot (/proc) and counts the instances uid's processes hold.
+// ReadInotify reads the limits under procRoot (/proc) and counts the instances uid's processes hold (labs run as
+// root: uid 0 is the budget they share).
 func ReadInotify(procRoot string, uid int) (Inotify, error) {
 	var in Inotify
 	for _, l := range []struct {
@@ -46,8 +52,12 @@ func ReadInotify(procRoot string, uid int) (Inotify, error) {
 		}
 		fdDir := filepath.Join(procRoot, p.Name(), "fd")
 		fds, err := os.ReadDir(fdDir)
+		if errors.Is(err, fs.ErrPermission) {
+			in.Unreadable++
+			continue
+		}
 		if err != nil {
-			continue // gone, or not ours to read
+			continue // gone
 		}
 		for _, fd := range fds {
 			if target, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && target == "anon_inode:inotify" {
