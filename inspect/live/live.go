@@ -196,15 +196,18 @@ func namesOf(st lab.Status, pods []v1.Pod, svcs []v1.Service) *snapshot.Kubernet
 	return k
 }
 
-// NodePortDst is IP:nodePort of a Service's port on a node, for `trace --service NAME[:PORT]`.
-func NodePortDst(ctx context.Context, p lab.Provider, name, node, service string) (string, error) {
-	st, err := p.Status(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	n, err := NodeOf(st, node)
-	if err != nil {
-		return "", err
+// ServiceDst is where `--service NAME[:PORT]` sends the packet: IP:nodePort of the Service's port on node, or,
+// with clusterIP, its ClusterIP and port (node is then not asked for).
+func ServiceDst(ctx context.Context, p lab.Provider, name, node, service string, clusterIP bool) (string, error) {
+	var n lab.Node
+	if !clusterIP {
+		st, err := p.Status(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if n, err = NodeOf(st, node); err != nil {
+			return "", err
+		}
 	}
 	w, err := p.Workloads(ctx, name)
 	if err != nil {
@@ -225,12 +228,25 @@ func NodePortDst(ctx context.Context, p lab.Provider, name, node, service string
 		if s.Namespace != ns || s.Name != svcName {
 			continue
 		}
+		forPort := map[bool]string{true: "", false: " for port " + port}[port == ""]
+		if clusterIP && (s.Spec.ClusterIP == "" || s.Spec.ClusterIP == "None") {
+			return "", fmt.Errorf("service %s/%s has no ClusterIP (headless)", ns, svcName)
+		}
 		for _, sp := range s.Spec.Ports {
-			if sp.NodePort != 0 && (port == "" || port == sp.Name || port == fmt.Sprint(sp.Port)) {
+			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) {
+				continue
+			}
+			if clusterIP {
+				return fmt.Sprintf("%s:%d", s.Spec.ClusterIP, sp.Port), nil
+			}
+			if sp.NodePort != 0 {
 				return fmt.Sprintf("%s:%d", n.IP, sp.NodePort), nil
 			}
 		}
-		return "", fmt.Errorf("service %s/%s has no NodePort%s", ns, svcName, map[bool]string{true: "", false: " for port " + port}[port == ""])
+		if clusterIP {
+			return "", fmt.Errorf("service %s/%s has no port %s", ns, svcName, port)
+		}
+		return "", fmt.Errorf("service %s/%s has no NodePort%s (--cluster-ip for its ClusterIP)", ns, svcName, forPort)
 	}
 	return "", &lab.NotFoundError{Kind: "service", Name: ns + "/" + svcName, Known: known}
 }

@@ -73,6 +73,20 @@ func TestCompare(t *testing.T) {
 			if err := json.Unmarshal([]byte(mustK8sguide(t, targs...)), &tr); err != nil {
 				t.Fatal(err)
 			}
+			// trace names the same packet by the Service as compare does (--service, --cluster-ip).
+			sargs := []string{"trace", "--name", names[i], "-o", "json", "--service", "web"}
+			if slices.Contains(q, "--cluster-ip") {
+				sargs = append(sargs, "--cluster-ip", "--from", col.Packet.From) // the pod compare picked
+			} else {
+				sargs = append(sargs, "--node", col.Node)
+			}
+			var byService trace.Trace
+			if err := json.Unmarshal([]byte(mustK8sguide(t, sargs...)), &byService); err != nil {
+				t.Fatal(err)
+			}
+			if byService.Packet.Dst != col.Packet.Dst || byService.Node != col.Node {
+				t.Errorf("%v: trace by the Service goes to %s on %s, compare to %s on %s", sargs, byService.Packet.Dst, byService.Node, col.Packet.Dst, col.Node)
+			}
 			var got, want []string
 			for _, e := range col.Endpoints {
 				got = append(got, e.Addr())

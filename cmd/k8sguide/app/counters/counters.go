@@ -86,7 +86,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	}
 	dst := f.Dst
 	if dst == "" {
-		if dst, err = live.NodePortDst(ctx, p, f.Name, node, f.Service); err != nil {
+		if dst, err = live.ServiceDst(ctx, p, f.Name, node, f.Service, false); err != nil {
 			return err
 		}
 	}

@@ -23,7 +23,7 @@ type flags struct {
 	Name, Dst, Service, Src, Proto, Node, Snapshot, From, Output string
 	InIface, OutIface                                            string
 	LocalAddresses                                               []string
-	Verify, Summary, Explain                                     bool
+	Verify, Summary, Explain, ClusterIP                          bool
 }
 
 // NewCommand returns the trace command.
@@ -41,8 +41,12 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			if picture := format == "svg" || format == "html" || format == "dot"; picture && (f.Verify || f.Summary) {
 				return fmt.Errorf("-o %s draws the trace; --verify and --summary print a table (or JSON)", format)
 			}
-			if f.Dst == "" && (f.Service == "" || f.Node == "" || f.Snapshot != "") {
-				return fmt.Errorf("--dst IP:PORT is required (or --service NAME with --node NODE on a live lab)")
+			if f.ClusterIP && (f.Service == "" || f.Dst != "") {
+				return fmt.Errorf("--cluster-ip goes with --service (instead of --dst): the Service's ClusterIP and port")
+			}
+			_, _, fromPod := lab.PodRef(f.From)
+			if f.Dst == "" && (f.Service == "" || f.Snapshot != "" || f.Node == "" && !(f.ClusterIP && fromPod)) {
+				return fmt.Errorf("--dst IP:PORT is required (or, on a live lab, --service NAME with --node NODE, or --cluster-ip with --node or --from pod/NAME)")
 			}
 			if f.Dst != "" {
 				if _, err := ktrace.ParseDst(f.Dst); err != nil {
@@ -79,7 +83,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 				}
 			}
 			if f.Dst == "" {
-				if req.Dst, err = live.NodePortDst(cmd.Context(), p, f.Name, f.Node, f.Service); err != nil {
+				if req.Dst, err = live.ServiceDst(cmd.Context(), p, f.Name, f.Node, f.Service, f.ClusterIP); err != nil {
 					return err
 				}
 				f.Dst = req.Dst
@@ -123,6 +127,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.StringVar(&f.Name, "name", "", providers.NameUsage)
 	fl.StringVar(&f.Dst, "dst", "", "destination IP:PORT (a node IP and NodePort, a ClusterIP and port, …)")
 	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
+	fl.BoolVar(&f.ClusterIP, "cluster-ip", false, "with --service: its ClusterIP and port instead of --node's NodePort")
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp, udp or sctp")
 	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst)")
