@@ -12,7 +12,8 @@ import (
 // The trace as a picture, in the guide's style: the packet's source on the left, the node and its hooks left
 // to right, a box per hook the packet crosses listing the rules (or map lookups) that acted on it, a branch per
 // path with its chance, DNAT and SNAT written on the arrows (FROM → TO), the endpoint on the right and the
-// reply dashed back through the box where the node undoes the NAT. TraceDOT writes it in Graphviz's language; Graphviz (k8sguide-graphviz) lays it out.
+// reply dashed back through the box where the node undoes the NAT. TraceDOT writes it in Graphviz's language;
+// Graphviz (k8sguide-graphviz) lays it out.
 // Every dataplane's trace reads the same way because the picture is made from the engine-independent model.
 //
 // The text is monospace (Courier): Graphviz sizes a box from its own estimate of the font's metrics, and every
