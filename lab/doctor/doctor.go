@@ -92,6 +92,20 @@ func FromError(forWhat, name, found string, err error) Check {
 	return Check{For: forWhat, Name: name, Status: Pass, Found: found}
 }
 
+// Inotify is the inotify budget of one user: each process watching files (the control plane's informers, the
+// agents, kube-proxy's config watch) holds instances, and past the limit the next one fails with "too many open
+// files".
+type Inotify struct {
+	// MaxInstances and MaxWatches are fs.inotify.max_user_instances and max_user_watches.
+	MaxInstances, MaxWatches int
+	// Instances is how many instances the user's processes hold now (one per open inotify descriptor; a
+	// descriptor shared across a fork counts twice, so this can be a little high).
+	Instances int
+	// Unreadable is how many of the user's processes' descriptors could not be read (another user's, read
+	// without root): Instances is then a lower bound, not a count.
+	Unreadable int
+}
+
 // InotifyPerLab is about how many inotify instances one netns lab's processes hold: on a 3-node iptables lab,
 // 13 for the control plane (its informers' and certificates' watches) and one per kube-proxy (counted in
 // /proc/*/fd during make test).

@@ -12,20 +12,6 @@ import (
 	"strings"
 )
 
-// Inotify is the inotify budget of one user: each process watching files (the control plane's informers, the
-// agents, kube-proxy's config watch) holds instances, and past the limit the next one fails with "too many open
-// files".
-type Inotify struct {
-	// MaxInstances and MaxWatches are fs.inotify.max_user_instances and max_user_watches.
-	MaxInstances, MaxWatches int
-	// Instances is how many instances the user's processes hold now (one per open inotify descriptor; a
-	// descriptor shared across a fork counts twice, so this can be a little high).
-	Instances int
-	// Unreadable is how many of the user's processes' descriptors could not be read (another user's, read
-	// without root): Instances is then a lower bound, not a count.
-	Unreadable int
-}
-
 // ReadInotify reads the limits under procRoot (/proc) and counts the instances uid's processes hold (labs run as
 // root: uid 0 is the budget they share).
 func ReadInotify(procRoot string, uid int) (Inotify, error) {

@@ -4,9 +4,7 @@ package doctor
 
 import "errors"
 
-// Inotify is Linux's inotify budget; elsewhere there is none to read.
-type Inotify struct{ MaxInstances, MaxWatches, Instances int }
-
+// errNotLinux: Inotify is Linux's budget; elsewhere there is none to read.
 var errNotLinux = errors.New("inotify limits are Linux's")
 
 // ReadInotify has nothing to read off Linux.
