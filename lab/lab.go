@@ -289,15 +289,6 @@ func FirstLine(s string) string {
 	return ""
 }
 
-// Count is n with its noun, plural unless n is 1: "1 replica", "3 replicas", "0 connections". The nouns
-// k8sguide counts all take an s.
-func Count[N ~int | ~int32 | ~int64](n N, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // NotFoundError says that a named lab or node does not exist.
 type NotFoundError struct {
 	Kind, Name string

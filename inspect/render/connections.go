@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 // Connections prints what connections to dst from `from` did: a line per pod that answered (how many, and the
@@ -45,7 +44,7 @@ func Connections(w io.Writer, from, dst string, conns []trace.Connection) error 
 		}
 		s.sources[addr]++
 	}
-	fmt.Fprintf(w, "%d of %s to %s from %s answered\n", answered, lab.Count(len(conns), "connection"), dst, strings.TrimSpace(from))
+	fmt.Fprintf(w, "%d of %s to %s from %s answered\n", answered, Count(len(conns), "connection"), dst, strings.TrimSpace(from))
 	names := make([]string, 0, len(pods))
 	for n := range pods {
 		names = append(names, n)

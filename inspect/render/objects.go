@@ -10,8 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-
-	"github.com/k8sguide/k8sguide/lab"
 )
 
 // List wraps objects the way `kubectl get -o json` does.
@@ -24,19 +22,6 @@ func age(t time.Time, now time.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(now.Sub(t))
-}
-
-// Nodes prints a lab's nodes like `kubectl get nodes -o wide`, with the node's proxy state.
-func Nodes(w io.Writer, s lab.Status) error {
-	var rows [][]string
-	for _, n := range s.Nodes {
-		proxy := string(s.Dataplane)
-		if ps, ok := s.Proxies[n.Name]; ok && !ps.Running {
-			proxy += " (stopped)"
-		}
-		rows = append(rows, []string{n.Name, string(n.Role), n.IP, n.PodCIDR, proxy})
-	}
-	return WriteTable(w, []string{"NAME", "ROLES", "INTERNAL-IP", "POD-CIDR", "PROXY"}, rows)
 }
 
 // Pods prints pods like `kubectl get pods -o wide`.

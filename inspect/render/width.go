@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -214,4 +215,13 @@ func FitTable(w io.Writer, width int, header []string, rows [][]string, cols []C
 	}
 	_, err := io.WriteString(w, strings.Join(lines, ""))
 	return err
+}
+
+// Count is n with its noun, plural unless n is 1: "1 replica", "3 replicas", "0 connections". The nouns
+// k8sguide counts all take an s.
+func Count[N ~int | ~int32 | ~int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

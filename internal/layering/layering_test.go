@@ -27,6 +27,8 @@ var rules = []rule{
 	{under: "inspect", forbidden: []string{module + "/cmd", module + "/lab/netns", module + "/lab/kind", module + "/lab/providers",
 		"sigs.k8s.io/kind/", "helm.sh/helm/", "k8s.io/kubernetes/pkg/proxy"},
 		why: "the inspector works offline on a snapshot: providers, Helm, kind and the upstream proxiers are the lab's"},
+	{under: "inspect/render", forbidden: []string{"k8s.io/client-go/"},
+		why: "the renderer draws a trace, a snapshot's objects or a doctor's report offline: a lab's client (client-go, which package lab links) is not its to link"},
 	{under: "cmd/k8sguide", forbidden: labPrograms,
 		why: "the CLI runs k8sguide-lab for these rather than linking them: every command would pay for their initialisation"},
 }

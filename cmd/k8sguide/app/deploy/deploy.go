@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/k8sguide/k8sguide/inspect/live"
+	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/readcap"
 	v1 "k8s.io/api/core/v1"
 
@@ -145,7 +146,7 @@ func printApplied(w io.Writer, m *workload.Manifest, existed map[string]bool) {
 		return "created"
 	}
 	for _, d := range m.Deployments {
-		fmt.Fprintf(w, "deployment.apps/%s %s (%s)\n", d.Name, verb("deployment.apps/"+d.Namespace+"/"+d.Name), lab.Count(*d.Spec.Replicas, "replica"))
+		fmt.Fprintf(w, "deployment.apps/%s %s (%s)\n", d.Name, verb("deployment.apps/"+d.Namespace+"/"+d.Name), render.Count(*d.Spec.Replicas, "replica"))
 	}
 	for _, s := range m.Services {
 		fmt.Fprintf(w, "service/%s %s\n", s.Name, verb("service/"+s.Namespace+"/"+s.Name))

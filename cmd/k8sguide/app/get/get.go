@@ -3,6 +3,7 @@ package get
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +65,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, what string) error 
 			return err
 		}
 		if format == render.Table {
-			return render.Nodes(streams.Out, s)
+			return writeNodes(streams.Out, s)
 		}
 		return render.WriteData(streams.Out, format, s)
 	}
@@ -111,4 +112,17 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams, what string) error 
 		}
 		return render.WriteData(streams.Out, format, render.List(slices))
 	}
+}
+
+// writeNodes prints a lab's nodes like `kubectl get nodes -o wide`, with the node's proxy state.
+func writeNodes(w io.Writer, s lab.Status) error {
+	var rows [][]string
+	for _, n := range s.Nodes {
+		proxy := string(s.Dataplane)
+		if ps, ok := s.Proxies[n.Name]; ok && !ps.Running {
+			proxy += " (stopped)"
+		}
+		rows = append(rows, []string{n.Name, string(n.Role), n.IP, n.PodCIDR, proxy})
+	}
+	return render.WriteTable(w, []string{"NAME", "ROLES", "INTERNAL-IP", "POD-CIDR", "PROXY"}, rows)
 }

@@ -148,7 +148,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		}
 	}
 	fmt.Fprintf(streams.Out, "From %s (the client, outside the cluster), %s to each node:\n",
-		lab.ClientName(f.Name), lab.Count(f.Check, "connection"))
+		lab.ClientName(f.Name), render.Count(f.Check, "connection"))
 	// Every node's probes at once: a node that drops the traffic costs one connect timeout, not one per try.
 	probes := make([]lab.Probe, len(status.Nodes))
 	var wg sync.WaitGroup
