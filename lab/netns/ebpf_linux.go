@@ -103,80 +103,89 @@ func unmountBPFFS(dir string) error {
 // nodeObjects are a node's compiled programs.
 type nodeObjects struct{ host, lxc, sock string }
 
-// objectOptions are what node n's object of prog is compiled with (bpf_sock adds its namespace's cookie).
-func objectOptions(n lab.Node, gw netip.Prefix, prog datapath.Program) datapath.Options {
-	return datapath.Options{Program: prog, NodeIP: netip.MustParseAddr(n.IP), RouterIP: gw.Addr()}
-}
-
 // coldCompileTime is how long compileNodes takes with nothing cached, on 2 idle cores (11 s, 2026-12-02; a
 // loaded machine took 91 s): a whole cold up took 19 s, a warm one 10 s.
 const coldCompileTime = "10-15 s"
 
-// uncachedObjects is how many of the nodes' bpf_host and bpf_lxc objects are not in the cache yet: what makes
-// a first ebpf lab take minutes where the next one takes seconds.
-func uncachedObjects(nodes []lab.Node) int {
-	n := 0
-	for _, node := range nodes {
-		gw, err := workload.Gateway(node.PodCIDR)
-		if err != nil {
-			continue // compileNodes says what is wrong with it
-		}
-		for _, prog := range []datapath.Program{datapath.Host, datapath.LXC} {
-			if !datapath.Cached(objectOptions(node, gw, prog), datapath.CacheDir()) {
-				n++
-			}
-		}
-	}
-	return n
+// nodeObject is one of a node's programs to build and the directory it is kept in.
+type nodeObject struct {
+	node string
+	plan *datapath.Plan
+	dir  string
 }
 
-// compileNodes builds bpf_host, bpf_lxc and bpf_sock for every node at once (one clang per program and node):
-// the node's address, its pods' gateway and (bpf_sock) its network namespace's cookie are compiled in. bpf_host
-// and bpf_lxc come from the cache after the first lab; bpf_sock, which no other lab can use, is built into
-// labDir and goes with the lab.
-func compileNodes(ctx context.Context, nodes []lab.Node, labDir string) (map[string]nodeObjects, error) {
-	objs := map[string]nodeObjects{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var errs []error
+// planObjects plans bpf_host, bpf_lxc and bpf_sock for every node: the node's address, its pods' gateway and
+// (bpf_sock) its network namespace's cookie, which cookie gives, are compiled in. bpf_host and bpf_lxc are kept
+// in the cache, for the next lab; bpf_sock, which no other lab can use, in labDir, and goes with the lab.
+func planObjects(nodes []lab.Node, labDir string, cookie func(ns string) (uint64, error)) ([]nodeObject, error) {
+	clang, err := datapath.FindClang()
+	if err != nil {
+		return nil, err
+	}
+	var out []nodeObject
 	for _, n := range nodes {
 		gw, err := workload.Gateway(n.PodCIDR)
 		if err != nil {
 			return nil, err
 		}
-		cookie, err := netnsCookie(n.Name)
+		c, err := cookie(n.Name)
 		if err != nil {
 			return nil, err
 		}
 		for _, prog := range []datapath.Program{datapath.Host, datapath.LXC, datapath.Sock} {
-			wg.Go(func() {
-				o := objectOptions(n, gw, prog)
-				if prog == datapath.Sock {
-					o.HostNetnsCookie = cookie
-				}
-				dir := datapath.CacheDir()
-				if prog == datapath.Sock {
-					dir = labDir
-				}
-				obj, err := datapath.Compile(ctx, o, dir)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				no := objs[n.Name]
-				switch prog {
-				case datapath.Host:
-					no.host = obj
-				case datapath.LXC:
-					no.lxc = obj
-				case datapath.Sock:
-					no.sock = obj
-				}
-				objs[n.Name] = no
-			})
+			o := datapath.Options{Program: prog, NodeIP: netip.MustParseAddr(n.IP), RouterIP: gw.Addr()}
+			dir := datapath.CacheDir()
+			if prog == datapath.Sock {
+				o.HostNetnsCookie, dir = c, labDir
+			}
+			plan, err := datapath.NewPlan(o, clang)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, nodeObject{node: n.Name, plan: plan, dir: dir})
 		}
+	}
+	return out, nil
+}
+
+// uncachedObjects is how many of objects' bpf_host and bpf_lxc are not in the cache yet: what makes a first
+// ebpf lab wait for clang where the next one does not.
+func uncachedObjects(objects []nodeObject) int {
+	n := 0
+	for _, o := range objects {
+		if o.plan.Program() != datapath.Sock && !o.plan.Cached(o.dir) {
+			n++
+		}
+	}
+	return n
+}
+
+// compileNodes builds objects all at once (one clang per program and node), or finds them built.
+func compileNodes(ctx context.Context, objects []nodeObject) (map[string]nodeObjects, error) {
+	objs := map[string]nodeObjects{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for _, o := range objects {
+		wg.Go(func() {
+			obj, err := o.plan.Compile(ctx, o.dir)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			no := objs[o.node]
+			switch o.plan.Program() {
+			case datapath.Host:
+				no.host = obj
+			case datapath.LXC:
+				no.lxc = obj
+			case datapath.Sock:
+				no.sock = obj
+			}
+			objs[o.node] = no
+		})
 	}
 	wg.Wait()
 	if len(errs) > 0 {

@@ -202,11 +202,15 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if cfg.Dataplane == dataplanes.EBPF {
 		// The first ebpf lab compiles Cilium's datapath: seconds on an idle machine, a minute and more on a busy
 		// one. Say so before the wait rather than leave the student at a silent terminal.
-		if n := uncachedObjects(st.Nodes); n > 0 {
+		objects, err := planObjects(st.Nodes, p.Store.Dir(cfg.Name), netnsCookie)
+		if err != nil {
+			return err
+		}
+		if n := uncachedObjects(objects); n > 0 {
 			fmt.Fprintf(progress, "   First ebpf lab here: compiling %d Cilium programs (%s on 2 idle cores, longer when busy)…\n",
 				n, coldCompileTime)
 		}
-		objs, err := compileNodes(ctx, st.Nodes, p.Store.Dir(cfg.Name))
+		objs, err := compileNodes(ctx, objects)
 		if err != nil {
 			return err
 		}

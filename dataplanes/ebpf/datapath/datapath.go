@@ -230,9 +230,10 @@ var cflags = []string{"-O2", "-g", "--target=bpf", "-std=gnu99", "-nostdinc", "-
 	"-Wenum-conversion",
 	"-Wimplicit-fallthrough"}
 
-// compilation is what Compile runs for a program: clang, its arguments, the generated headers, and the object's
-// name, a hash of all of them.
-type compilation struct {
+// Plan is one program's compilation, worked out without running it: clang, its arguments, the generated
+// headers, and the object's name, a hash of all of them. `up` plans every node's objects first, to tell the user
+// before a compilation that takes minutes, then compiles the same plans.
+type Plan struct {
 	prog       Program
 	clang      Clang
 	src        string
@@ -241,22 +242,19 @@ type compilation struct {
 	name       string
 }
 
-// plan works out o's compilation without running it.
-func plan(o Options) (*compilation, error) {
+// NewPlan works out o's compilation with clang (FindClang's).
+func NewPlan(o Options, clang Clang) (*Plan, error) {
 	if !o.NodeIP.Is4() {
 		return nil, fmt.Errorf("datapath: node IP %v is not IPv4", o.NodeIP)
 	}
 	if o.RouterIP.IsValid() && !o.RouterIP.Is4() {
 		return nil, fmt.Errorf("datapath: router IP %v is not IPv4", o.RouterIP)
 	}
-	c := &compilation{prog: o.program()}
+	c := &Plan{prog: o.program(), clang: clang}
 	if c.prog != Host && c.prog != LXC && c.prog != Sock {
 		return nil, fmt.Errorf("datapath: no program %q", c.prog)
 	}
 	var err error
-	if c.clang, err = FindClang(); err != nil {
-		return nil, err
-	}
 	if c.src, err = Sources(); err != nil {
 		return nil, err
 	}
@@ -283,27 +281,40 @@ func plan(o Options) (*compilation, error) {
 	return c, nil
 }
 
-// Cached says whether Compile(o, cacheDir) would find its object built already, without running clang: `up`
-// tells the user before a compilation that takes minutes.
-func Cached(o Options, cacheDir string) bool {
-	c, err := plan(o)
-	if err != nil || cacheDir == "" {
+// Program is the program c builds.
+func (c *Plan) Program() Program { return c.prog }
+
+// Cached says whether Compile would find c's object in cacheDir built already (no clang run).
+func (c *Plan) Cached(cacheDir string) bool {
+	if cacheDir == "" {
 		return false
 	}
-	_, err = os.Lstat(filepath.Join(cacheDir, c.name+".o"))
+	_, err := os.Lstat(filepath.Join(cacheDir, c.name+".o"))
 	return err == nil
 }
 
 // Compile builds a program for a node into cacheDir and returns its path. An object built with the same clang,
 // sources, headers and flags is reused: its name is a hash of them.
 func Compile(ctx context.Context, o Options, cacheDir string) (string, error) {
-	// Root loads what is in cacheDir into the kernel: it must be no one else's to write.
 	if cacheDir == "" {
 		return "", ErrNoCacheDir
 	}
-	c, err := plan(o)
+	clang, err := FindClang()
 	if err != nil {
 		return "", err
+	}
+	c, err := NewPlan(o, clang)
+	if err != nil {
+		return "", err
+	}
+	return c.Compile(ctx, cacheDir)
+}
+
+// Compile builds c's object into cacheDir, or finds it there, and returns its path.
+func (c *Plan) Compile(ctx context.Context, cacheDir string) (string, error) {
+	// Root loads what is in cacheDir into the kernel: it must be no one else's to write.
+	if cacheDir == "" {
+		return "", ErrNoCacheDir
 	}
 	if err := privdir.Ensure(cacheDir); err != nil {
 		return "", err
