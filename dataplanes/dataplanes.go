@@ -1,14 +1,11 @@
-// Package dataplanes holds what every engine of k8sguide shares: the dataplane names. Each engine lives in its own
-// folder (iptables, nftables, ipvs, ebpf) on the ground below them all (trace, netstate, netfilter); package
-// kubeproxy runs the upstream kube-proxy proxiers as a node's Service proxy.
+// Package dataplanes holds what every engine of k8sguide shares: the contract each engine implements (Engine, its
+// optional faces, its lab face) and the names of the four the guide teaches, for code that must know one of
+// them (a v1 snapshot's fields, an engine's own name); the list of dataplanes is package engines'. Each engine
+// lives in its own folder (iptables, nftables, ipvs, ebpf) on the ground below them all (trace, netstate,
+// netfilter); package kubeproxy runs the upstream kube-proxy proxiers as a node's Service proxy.
 package dataplanes
 
-import (
-	"fmt"
-	"strings"
-)
-
-// Name names an engine that implements Services on a node.
+// Name names an engine that implements Services on a node: a dataplane.
 type Name string
 
 const (
@@ -17,25 +14,3 @@ const (
 	IPVS     Name = "ipvs"
 	EBPF     Name = "ebpf"
 )
-
-// Names lists every engine k8sguide knows, in the order the guide presents them.
-var Names = []Name{IPTables, NFTables, IPVS, EBPF}
-
-// Parse checks a --dataplane value.
-func Parse(s string) (Name, error) {
-	for _, d := range Names {
-		if string(d) == s {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("unknown dataplane %q (want one of %s)", s, List())
-}
-
-// List is Names for a message or a flag's help: "iptables, nftables, ipvs, ebpf".
-func List() string {
-	s := make([]string, len(Names))
-	for i, n := range Names {
-		s[i] = string(n)
-	}
-	return strings.Join(s, ", ")
-}

@@ -16,6 +16,8 @@ import (
 // over package engines' list; an engine's folder holds all of its faces.
 type Engine interface {
 	Name() Name
+	// Lab is the dataplane's lab face: how a lab runs it and the guide names it (see Lab).
+	Lab() Lab
 	// Collect reads this engine's part of a snapshot in the node the calling process runs in. A node without the
 	// engine gives an empty Part and no error (most nodes have no IPVS table or Cilium maps). What could be read
 	// only in part is reported through o.Missing.

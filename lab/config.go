@@ -3,10 +3,13 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 )
 
 // Validate checks what `up` is given, for any provider, and fills defaults. maxWorkers is the provider's limit.
@@ -24,15 +27,20 @@ func (cfg *Config) Validate(maxWorkers int) error {
 	if _, err := utilnet.ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("invalid --service-node-port-range %q: %w", cfg.NodePortRange, err)
 	}
+	face, ok := engines.Lab(cfg.Dataplane)
+	if !ok {
+		return fmt.Errorf("unknown dataplane %q (want one of %s)", cfg.Dataplane, engines.List())
+	}
 	switch {
 	case cfg.LBAlgorithm == "":
-	case cfg.Dataplane != dataplanes.EBPF:
-		return fmt.Errorf("--lb-algorithm is Cilium's: it needs --dataplane ebpf (kube-proxy's iptables and nftables modes choose at random, IPVS by its scheduler)")
-	case cfg.LBAlgorithm != LBRandom && cfg.LBAlgorithm != LBMaglev:
-		return fmt.Errorf("--lb-algorithm %q: want random or maglev", cfg.LBAlgorithm)
+	case len(face.LBAlgorithms) == 0:
+		return fmt.Errorf("--lb-algorithm needs --dataplane %s: the %s dataplane chooses a backend its own way (kube-proxy's iptables and nftables modes at random, IPVS by its scheduler)",
+			strings.Join(choosers(), " or "), cfg.Dataplane)
+	case !slices.Contains(face.LBAlgorithms, cfg.LBAlgorithm):
+		return fmt.Errorf("--lb-algorithm %q: want %s", cfg.LBAlgorithm, strings.Join(face.LBAlgorithms, " or "))
 	}
-	if cfg.Dataplane == dataplanes.EBPF && len(cfg.NodePortAddresses) > 0 {
-		return fmt.Errorf("--nodeport-addresses is kube-proxy's: the ebpf dataplane serves NodePorts on each node's address (and 0.0.0.0 for pods)")
+	if face.ReplacesKubeProxy() && len(cfg.NodePortAddresses) > 0 {
+		return fmt.Errorf("--nodeport-addresses is kube-proxy's: the %s dataplane serves NodePorts on each node's address (and 0.0.0.0 for pods)", cfg.Dataplane)
 	}
 	for _, c := range cfg.NodePortAddresses {
 		if c == "primary" {
@@ -43,4 +51,22 @@ func (cfg *Config) Validate(maxWorkers int) error {
 		}
 	}
 	return nil
+}
+
+// choosers are the dataplanes whose load-balancing algorithm `up --lb-algorithm` chooses.
+func choosers() []string {
+	var names []string
+	for _, e := range engines.All {
+		if len(e.Lab().LBAlgorithms) > 0 {
+			names = append(names, string(e.Name()))
+		}
+	}
+	return names
+}
+
+// RunsCilium says the nodes of a lab of dataplane d run Cilium's agent in place of kube-proxy and the default
+// CNI (the dataplane's lab face names the agent).
+func RunsCilium(d dataplanes.Name) bool {
+	face, _ := engines.Lab(d)
+	return face.Agent == dataplanes.AgentCilium
 }

@@ -3,32 +3,29 @@ package lab
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 )
 
 // GuideAliases are the guide's shell aliases for watching a node's dataplane (its `ipt`, `ipv`, `ips` and
-// `cilium`, all `docker exec $NODE …` on a kind node), written for lab name's last node with k8sguide's own
-// commands, which work on both providers (a netns lab has no docker to exec into).
+// `cilium`, all `docker exec $NODE …` on a kind node), as the dataplane's lab face names them, written for lab
+// name's last node with k8sguide's own commands, which work on both providers (a netns lab has no docker to exec
+// into).
 func GuideAliases(name string, d dataplanes.Name, workers int) []string {
 	nodes := NodeNames(name, workers)
 	node := nodes[len(nodes)-1]
-	in := fmt.Sprintf("k8sguide exec --name %s %s --", name, node)
-	switch d {
-	case dataplanes.IPTables:
-		return []string{fmt.Sprintf("alias ipt='%s iptables -t nat -nvL'", in)}
-	case dataplanes.NFTables:
-		return []string{fmt.Sprintf("alias nft-kp='%s nft list table ip kube-proxy'", in)}
-	case dataplanes.IPVS:
-		return []string{
-			fmt.Sprintf("alias ipv='%s ipvsadm -ln'", in),
-			fmt.Sprintf("alias ips='%s ipset list'", in),
+	face, _ := engines.Lab(d)
+	var aliases []string
+	for _, a := range face.Aliases {
+		argv := append([]string{"k8sguide", "exec", "--name", name, node, "--"}, a.Node...)
+		if a.Command != nil {
+			argv = append(append([]string{"k8sguide"}, a.Command...), "--name", name, "--node", node)
 		}
-	case dataplanes.EBPF:
-		// The guide's `cilium bpf lb list`, read from the node's maps.
-		return []string{fmt.Sprintf("alias lb='k8sguide lb list --name %s --node %s'", name, node)}
+		aliases = append(aliases, fmt.Sprintf("alias %s='%s'", a.Name, strings.Join(argv, " ")))
 	}
-	return nil
+	return aliases
 }
 
 // PrintGuideAliases writes the guide's aliases for a lab just made, under the lab's summary.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -45,12 +46,6 @@ type Config struct {
 	Kubeconfig        string // where kind writes the kubeconfig ("" as kind does: $KUBECONFIG, else ~/.kube/config)
 	Retain            bool   // keep a cluster whose creation failed, for debugging
 }
-
-// LB algorithms of the ebpf dataplane.
-const (
-	LBRandom = "random"
-	LBMaglev = "maglev"
-)
 
 var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
@@ -197,9 +192,9 @@ func (s Status) NodeNames() []string {
 // DefaultCiliumMaps is where a Cilium node pins its maps.
 const DefaultCiliumMaps = "/sys/fs/bpf/tc/globals"
 
-// CiliumMaps is the directory holding a node's pinned Cilium maps, "" on a lab whose dataplane is not Cilium's.
+// CiliumMaps is the directory holding a node's pinned Cilium maps, "" on a lab whose nodes run no Cilium agent.
 func (s Status) CiliumMaps(node string) string {
-	if s.Dataplane != dataplanes.EBPF {
+	if face, _ := engines.Lab(s.Dataplane); face.Agent != dataplanes.AgentCilium {
 		return ""
 	}
 	if s.BPFFS == "" {

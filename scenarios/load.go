@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/internal/readcap"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -24,13 +25,31 @@ import (
 	"golang.org/x/text/message"
 )
 
-// Schema is the JSON Schema of a scenario file, for editors (`k8sguide scenario schema`) and for Load.
+// schemaFile is the JSON Schema of a scenario file as written; Schema completes it.
 //
 //go:embed scenario.schema.json
-var Schema []byte
+var schemaFile []byte
 
-// Dataplanes are the dataplanes a scenario may name, in the order a run takes them.
-var Dataplanes = []string{"iptables", "nftables", "ipvs", "ebpf"}
+// schemaDataplanes is the line of schemaFile that lists the dataplanes: Schema writes it from the engines.
+var schemaDataplanes = regexp.MustCompile(`(?m)^(\s*"dataplane": \{"enum": )\[[^\]]*\](\},?)$`)
+
+// Schema is the JSON Schema of a scenario file, for editors (`k8sguide scenario schema`) and for Load, with the
+// dataplanes' enum written from the engines. The file's own enum is for editors that read it in place (the
+// lessons' yaml-language-server lines); TestSchemaFileNamesEveryEngine keeps it equal to the engines'.
+func Schema() []byte {
+	names, _ := json.Marshal(Dataplanes())
+	names = bytes.ReplaceAll(names, []byte(`","`), []byte(`", "`))
+	return schemaDataplanes.ReplaceAll(schemaFile, append([]byte("${1}"), append(names, "${2}"...)...))
+}
+
+// Dataplanes are the dataplanes a scenario may name, in the order a run takes them: the engines'.
+func Dataplanes() []string {
+	var names []string
+	for _, n := range engines.Names() {
+		names = append(names, string(n))
+	}
+	return names
+}
 
 // LineError is one thing wrong with a scenario file, at its line.
 type LineError struct {
@@ -115,7 +134,7 @@ var (
 
 func schema() (*jsonschema.Schema, error) {
 	compileOnce.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
 		if err != nil {
 			compiledErr = err
 			return

@@ -1,6 +1,7 @@
 package scenarios_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -91,5 +92,13 @@ func TestForDataplaneProvider(t *testing.T) {
 		if want != c.want || reason != c.reason || known != c.known {
 			t.Errorf("%s/%s: got %q %q %q", c.provider, c.dp, want, reason, known)
 		}
+	}
+}
+
+// TestSchemaFileNamesEveryEngine: the schema file an editor reads in place (the lessons' yaml-language-server
+// line) lists the dataplanes Load accepts, which Schema writes from the engines.
+func TestSchemaFileNamesEveryEngine(t *testing.T) {
+	if got, want := scenarios.Schema(), scenarios.SchemaFile(); !bytes.Equal(got, want) {
+		t.Errorf("scenario.schema.json's dataplane enum is not the engines' (%s): write it as Schema does", strings.Join(scenarios.Dataplanes(), ", "))
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 )
 
 // Ref is one ${...} reference in a scenario's text.
@@ -87,7 +90,7 @@ func (s *Scenario) DataplanesOf() []string {
 	if len(s.Lab.Dataplanes) > 0 {
 		return s.Lab.Dataplanes
 	}
-	return Dataplanes
+	return Dataplanes()
 }
 
 // NodeNames are the short names of the scenario's lab nodes: control-plane, worker, worker2, ….
@@ -167,7 +170,7 @@ func (s *Scenario) validate() []error {
 		errs = append(errs, &LineError{File: s.File, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
 	nodes := s.NodeNames()
-	dataplanes := s.DataplanesOf()
+	runsOn := s.DataplanesOf()
 	services, deployments := map[string]bool{}, map[string]bool{}
 	// Objects a step makes, so later references can be checked; a reference to one no step makes is a typo.
 	for _, st := range s.Steps {
@@ -240,8 +243,8 @@ func (s *Scenario) validate() []error {
 				}
 				d = dp
 			}
-			if !slices.Contains(dataplanes, d) {
-				bad(line, "dataplanes: %s: the scenario runs on %s only", d, strings.Join(dataplanes, ", "))
+			if !slices.Contains(runsOn, d) {
+				bad(line, "dataplanes: %s: the scenario runs on %s only", d, strings.Join(runsOn, ", "))
 			}
 			if !knownAlone(key) {
 				bad(line, "dataplanes: %s: known stands alone: a dataplane either has its own expectation (expect, reason) or a known failure", key)
@@ -306,8 +309,11 @@ func (s *Scenario) validate() []error {
 			}
 		}
 	}
-	if len(s.Lab.Dataplanes) > 0 && s.Lab.LBAlgorithm != "" && !slices.Contains(s.Lab.Dataplanes, "ebpf") {
-		bad(0, "lab.lbAlgorithm is Cilium's: it needs the ebpf dataplane")
+	if a := s.Lab.LBAlgorithm; a != "" && !slices.ContainsFunc(runsOn, func(d string) bool {
+		face, _ := engines.Lab(dataplanes.Name(d))
+		return slices.Contains(face.LBAlgorithms, a)
+	}) {
+		bad(0, "lab.lbAlgorithm %s: none of the scenario's dataplanes (%s) chooses its backends by it", a, strings.Join(runsOn, ", "))
 	}
 	return errs
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
@@ -143,7 +142,7 @@ func kubernetes() *snapshot.Kubernetes {
 func TestGuestNodePort(t *testing.T) {
 	client := guestNode(t)
 	ctx := context.Background()
-	proxy, err := kubeproxy.New(ctx, dataplanes.IPVS, kubeproxy.NodeConfig{
+	proxy, err := kubeproxy.New(ctx, ipvs.Engine{}.Lab().KubeProxyMode, kubeproxy.NodeConfig{
 		NodeName: "node", NodeIP: net.ParseIP(nodeIP), ClusterCIDR: lab.PodSubnet,
 		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, Logger: klog.Background(),
 	}, map[string]string{v1.LabelHostname: "node"})

@@ -16,34 +16,34 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/kubernetes/pkg/proxy"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 )
 
-// Check tells whether a dataplane can run as a kube-proxy proxier in the netns lab on this machine.
-func Check(d dataplanes.Name) error {
-	switch d {
-	case dataplanes.IPTables, dataplanes.NFTables:
+// Check tells whether a kube-proxy mode (--proxy-mode, a dataplane's Lab().KubeProxyMode) can run in the netns
+// lab on this machine.
+func Check(mode string) error {
+	switch mode {
+	case "iptables", "nftables":
 		return nil
-	case dataplanes.IPVS:
+	case "ipvs":
 		if err := ipvs.CheckKernel(); err != nil {
-			return fmt.Errorf("dataplane ipvs: %w", err)
+			return fmt.Errorf("kube-proxy's ipvs mode: %w", err)
 		}
 		return nil
-	case dataplanes.EBPF:
-		return fmt.Errorf("dataplane ebpf is Cilium's datapath, not a kube-proxy mode")
+	case "":
+		return fmt.Errorf("no kube-proxy mode: the dataplane's own agent replaces kube-proxy")
 	}
-	return fmt.Errorf("unknown dataplane %q", d)
+	return fmt.Errorf("unknown kube-proxy mode %q", mode)
 }
 
-func newProxier(ctx context.Context, d dataplanes.Name, cfg NodeConfig) (proxy.Provider, error) {
-	if err := Check(d); err != nil {
+func newProxier(ctx context.Context, mode string, cfg NodeConfig) (proxy.Provider, error) {
+	if err := Check(mode); err != nil {
 		return nil, err
 	}
-	switch d {
-	case dataplanes.IPTables:
+	switch mode {
+	case "iptables":
 		return newIPTablesProxier(ctx, cfg)
-	case dataplanes.IPVS:
+	case "ipvs":
 		return newIPVSProxier(ctx, cfg)
 	default:
 		return newNFTablesProxier(ctx, cfg)
@@ -60,10 +60,10 @@ type Proxy struct {
 	slices   map[string]*discoveryv1.EndpointSlice
 }
 
-// New builds the proxier of a dataplane for a node. nodeLabels go to OnTopologyChange, as kube-proxy passes the
+// New builds the proxier of a kube-proxy mode for a node. nodeLabels go to OnTopologyChange, as kube-proxy passes the
 // labels of its Node.
-func New(ctx context.Context, d dataplanes.Name, cfg NodeConfig, nodeLabels map[string]string) (*Proxy, error) {
-	p, err := newProxier(ctx, d, cfg)
+func New(ctx context.Context, mode string, cfg NodeConfig, nodeLabels map[string]string) (*Proxy, error) {
+	p, err := newProxier(ctx, mode, cfg)
 	if err != nil {
 		return nil, err
 	}

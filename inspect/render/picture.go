@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -535,19 +537,18 @@ func TraceDOT(t *trace.Trace) string {
 	return out.String()
 }
 
-// dataplaneTitle names the dataplane as the guide does, with nftables' table.
+// dataplaneTitle names the dataplane as the guide does (its engine's lab face), with kube-proxy's nftables table.
 func dataplaneTitle(t *trace.Trace) string {
-	switch t.Dataplane {
-	case "iptables", "nftables", "ipvs":
-		title := "kube-proxy " + t.Dataplane
+	face, ok := engines.Lab(dataplanes.Name(t.Dataplane))
+	if !ok {
+		return orDash(t.Dataplane)
+	}
+	if face.KubeProxyMode == "nftables" {
 		for _, h := range t.Hops {
-			if t.Dataplane == "nftables" && strings.Contains(h.Table, " ") {
-				return title + " (table " + h.Table + ")"
+			if strings.Contains(h.Table, " ") {
+				return face.Title + " (table " + h.Table + ")"
 			}
 		}
-		return title
-	case "ebpf":
-		return "Cilium eBPF (kube-proxy replacement)"
 	}
-	return orDash(t.Dataplane)
+	return face.Title
 }

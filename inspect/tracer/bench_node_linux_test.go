@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/kubeproxy"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
@@ -46,7 +47,8 @@ func runProxier(spec string) int {
 		fmt.Fprintln(os.Stderr, proxierEnv+":", err)
 		return 1
 	}
-	p, err := kubeproxy.New(context.Background(), dataplanes.Name(d), kubeproxy.NodeConfig{
+	face, _ := engines.Lab(dataplanes.Name(d))
+	p, err := kubeproxy.New(context.Background(), face.KubeProxyMode, kubeproxy.NodeConfig{
 		NodeName: "bench", NodeIP: net.ParseIP(benchNodeIP), ClusterCIDR: "10.244.0.0/16",
 		SyncPeriod: time.Hour, Logger: klog.Background(),
 	}, map[string]string{v1.LabelHostname: "bench"})

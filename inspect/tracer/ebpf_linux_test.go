@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
@@ -149,7 +150,7 @@ func endpointSet(tr *trace.Trace) map[string]bool {
 }
 
 func TestEBPFTraceAgreesWithKernel(t *testing.T) {
-	for _, alg := range []string{lab.LBRandom, lab.LBMaglev} {
+	for _, alg := range []string{ebpf.LBRandom, ebpf.LBMaglev} {
 		t.Run(alg, func(t *testing.T) {
 			e2etest.NeedRoot(t)
 			e2etest.NeedEBPF(t)
@@ -173,7 +174,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 		sport := uint16(20000 + i)
 		tr := predict(t, name, node, dst.String(), int(sport))
 		want := endpointSet(tr)
-		if len(want) != 3 && alg == lab.LBRandom || len(want) != 1 && alg == lab.LBMaglev {
+		if len(want) != 3 && alg == ebpf.LBRandom || len(want) != 1 && alg == ebpf.LBMaglev {
 			t.Fatalf("sport %d: predicted endpoints %v", sport, want)
 		}
 		verdict, got := runProgram(t, name, node, dst, sport)
@@ -206,7 +207,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 			t.Errorf("%s", disagreement(v))
 			continue
 		}
-		if alg == lab.LBMaglev && len(v.Prediction.Paths) != 1 {
+		if alg == ebpf.LBMaglev && len(v.Prediction.Paths) != 1 {
 			t.Errorf("maglev prediction for %s has %d paths, want exactly one", v.Prediction.Packet.Src, len(v.Prediction.Paths))
 		}
 		answered[v.Connection.Pod]++

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/rhysd/actionlint"
 	"sigs.k8s.io/yaml"
 )
@@ -109,7 +109,7 @@ func TestKindWorkflowCoversTheLab(t *testing.T) {
 		t.Fatal("no job named lab")
 	}
 	var want []string
-	for _, d := range dataplanes.Names {
+	for _, d := range engines.Names() {
 		want = append(want, string(d))
 	}
 	if !slices.Equal(job.Strategy.Matrix.Dataplane, want) {

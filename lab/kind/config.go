@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -77,19 +78,19 @@ func pinnedVersions() string {
 	return strings.Join(vs, ", ")
 }
 
-// ProxyMode is kind's kubeProxyMode for a dataplane: Cilium replaces kube-proxy, so there is none.
+// ProxyMode is kind's kubeProxyMode for a dataplane, from its lab face: kube-proxy's mode, or none where the
+// dataplane's agent replaces kube-proxy (Cilium, the one agent this provider installs).
 func ProxyMode(d dataplanes.Name) (v1alpha4.ProxyMode, error) {
-	switch d {
-	case dataplanes.IPTables:
-		return v1alpha4.IPTablesProxyMode, nil
-	case dataplanes.NFTables:
-		return v1alpha4.NFTablesProxyMode, nil
-	case dataplanes.IPVS:
-		return v1alpha4.IPVSProxyMode, nil
-	case dataplanes.EBPF:
+	face, ok := engines.Lab(d)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("unknown dataplane %q", d)
+	case face.Agent == dataplanes.AgentCilium:
 		return "none", nil
+	case face.ReplacesKubeProxy():
+		return "", fmt.Errorf("the kind provider cannot install the %s agent of the %s dataplane", face.Agent, d)
 	}
-	return "", fmt.Errorf("unknown dataplane %q", d)
+	return v1alpha4.ProxyMode(face.KubeProxyMode), nil
 }
 
 // ClusterConfig is the v1alpha4 config `up` hands kind: 1 control-plane + N workers on the node image, kube-proxy
@@ -107,7 +108,7 @@ func ClusterConfig(cfg lab.Config, image string) (*v1alpha4.Cluster, error) {
 			PodSubnet:         lab.PodSubnet,
 			ServiceSubnet:     lab.ServiceSubnet,
 			KubeProxyMode:     mode,
-			DisableDefaultCNI: cfg.Dataplane == dataplanes.EBPF,
+			DisableDefaultCNI: lab.RunsCilium(cfg.Dataplane),
 		},
 	}
 	labels := map[string]string{DataplaneLabel: string(cfg.Dataplane)}

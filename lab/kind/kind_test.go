@@ -24,6 +24,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -191,7 +192,7 @@ func TestKindValidatesConfig(t *testing.T) {
 	rt := NewDockerRuntime()
 	// kind retries a failed pull for 10 s: the dataplanes run side by side.
 	t.Run("dataplanes", func(t *testing.T) {
-		for _, d := range dataplanes.Names {
+		for _, d := range engines.Names() {
 			t.Run(string(d), func(t *testing.T) {
 				t.Parallel()
 				acceptedByKind(t, rt, d, log)

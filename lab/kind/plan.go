@@ -7,7 +7,6 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -40,7 +39,7 @@ func MakePlan(cfg lab.Config, cilium CiliumValuesFunc) (*Plan, error) {
 		return nil, err
 	}
 	pl := &Plan{Cluster: c, Warning: warning}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		if cilium == nil {
 			return nil, fmt.Errorf("this build cannot install Cilium")
 		}

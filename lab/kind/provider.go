@@ -127,7 +127,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	}
 	var cilium CiliumSource
 	var installCilium CiliumInstall
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		if p.Cilium == nil {
 			return errors.New("this build cannot install Cilium")
 		}
@@ -144,11 +144,11 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		fmt.Fprintln(progress, "      unless told otherwise: the nodes' kubelets run with failCgroupV1: false.")
 	}
 	fmt.Fprintf(progress, "Creating lab %q (provider kind, dataplane %s, %s) ...\n", cfg.Name, cfg.Dataplane, image)
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		fmt.Fprintf(progress, "Dataplane: %s\n", cilium)
 	}
 	wait := p.WaitForReady
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
 		wait = 0
 	}
@@ -195,7 +195,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = ensureForwarding(ctx, ns, progress); err != nil {
 		return err
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		// Helm reads a kubeconfig file: give it the cluster's own, whatever the user's file holds.
 		f, ferr := os.CreateTemp("", "k8sguide-kubeconfig-*")
 		if ferr != nil {
@@ -492,7 +492,7 @@ func proxySelector(d dataplanes.Name) string { return "k8s-app=" + proxyApp(d) }
 
 // proxyApp is the k8s-app label of the pods that implement Services on each node.
 func proxyApp(d dataplanes.Name) string {
-	if d == dataplanes.EBPF {
+	if lab.RunsCilium(d) {
 		return "cilium"
 	}
 	return "kube-proxy"

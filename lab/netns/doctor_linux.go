@@ -14,6 +14,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/doctor"
@@ -36,7 +37,7 @@ func (p *Provider) Doctor(ctx context.Context, ds []dataplanes.Name, probe bool)
 // CheckHost says, in one line, what this machine lacks to run a netns lab with dataplane d: the first failed
 // quick check. What the kernel lacks comes first (root would not help), then what every lab needs.
 func (p *Provider) CheckHost(d dataplanes.Name) error {
-	if !slices.Contains(dataplanes.Names, d) {
+	if !slices.Contains(engines.Names(), d) {
 		return fmt.Errorf("unknown dataplane %q", d)
 	}
 	var kernel, rest []doctor.Check
@@ -90,21 +91,25 @@ func (p *Provider) hostChecks() []doctor.Check {
 	return checks
 }
 
-// dataplaneChecks are what a netns lab of dataplane d needs besides.
+// dataplaneChecks are what a netns lab of dataplane d needs besides, from its lab face: kube-proxy's tools and
+// the kernel parts they write to, or the agent's needs.
 func (p *Provider) dataplaneChecks(d dataplanes.Name) []doctor.Check {
 	f := ProviderName + "/" + string(d)
+	face, _ := engines.Lab(d)
 	var checks []doctor.Check
-	if d != dataplanes.EBPF {
+	switch face.Agent {
+	case "":
 		checks = append(checks, bridgeNetfilter(f))
-	}
-	switch d {
-	case dataplanes.IPTables:
-		checks = append(checks, doctor.Tool(f, "iptables-restore", "iptables"), iptablesKernel(f))
-	case dataplanes.NFTables:
-		checks = append(checks, doctor.Tool(f, "nft", "nftables"))
-	case dataplanes.IPVS:
-		checks = append(checks, ipvsKernel(f), doctor.Tool(f, "iptables-restore", "iptables"), iptablesKernel(f), doctor.Tool(f, "ipset", "ipset"))
-	case dataplanes.EBPF:
+		if face.KubeProxyMode == "ipvs" {
+			checks = append(checks, ipvsKernel(f))
+		}
+		for _, t := range face.Tools {
+			checks = append(checks, doctor.Tool(f, t.Command, t.Package))
+			if t.Command == "iptables-restore" {
+				checks = append(checks, iptablesKernel(f))
+			}
+		}
+	case dataplanes.AgentCilium:
 		checks = append(checks,
 			doctor.FromError(f, "bpf filesystem", "bpf in /proc/filesystems", checkBPFFS()),
 			doctor.FromError(f, "cgroup v2", "cgroup2 in /proc/filesystems", checkCgroup2()))
@@ -114,6 +119,9 @@ func (p *Provider) dataplaneChecks(d dataplanes.Name) []doctor.Check {
 		checks = append(checks, doctor.FromError(f, "Cilium's bpf sources", src, err))
 		agent, err := p.agentPath()
 		checks = append(checks, doctor.FromError(f, AgentName, agent, err))
+	default:
+		checks = append(checks, doctor.Check{For: f, Name: face.Agent, Status: doctor.Fail,
+			Found: "the netns lab cannot run the " + face.Agent + " agent", Fix: "use --provider kind"})
 	}
 	return checks
 }
@@ -231,15 +239,18 @@ func (p *Provider) probe(ctx context.Context, ds []dataplanes.Name) []doctor.Che
 	iptablesProbed := false
 	for _, d := range ds {
 		f := ProviderName + "/" + string(d)
-		switch d {
-		case dataplanes.IPTables, dataplanes.IPVS:
-			if iptablesProbed {
-				continue
+		face, _ := engines.Lab(d)
+		for _, t := range face.Tools {
+			switch t.Command {
+			case "iptables-restore":
+				if iptablesProbed {
+					continue
+				}
+				iptablesProbed = true
+				checks = append(checks, probeRules(ctx, f, ns, "iptables rules", "iptables-restore", nil, iptablesProbeRules))
+			case "nft":
+				checks = append(checks, probeRules(ctx, f, ns, "nftables rules", "nft", []string{"-f", "-"}, nftablesProbeRules))
 			}
-			iptablesProbed = true
-			checks = append(checks, probeRules(ctx, f, ns, "iptables rules", "iptables-restore", nil, iptablesProbeRules))
-		case dataplanes.NFTables:
-			checks = append(checks, probeRules(ctx, f, ns, "nftables rules", "nft", []string{"-f", "-"}, nftablesProbeRules))
 		}
 	}
 	return checks

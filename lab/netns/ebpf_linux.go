@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/state"
@@ -198,7 +199,7 @@ func compileNodes(ctx context.Context, objects []nodeObject) (map[string]nodeObj
 func (p *Provider) ebpfProxyArgv(agent, kubeconfig, cgroup string, cfg lab.Config, n lab.Node, objs nodeObjects) []string {
 	alg := cfg.LBAlgorithm
 	if alg == "" {
-		alg = lab.LBRandom
+		alg = ebpf.LBRandom
 	}
 	gw, _ := workload.Gateway(n.PodCIDR) // compileNodes parsed it
 	return []string{agent, "node",

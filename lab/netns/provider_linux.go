@@ -20,7 +20,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
@@ -98,7 +97,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		return err
 	}
 	var agent string
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		if agent, err = p.checkEBPF(); err != nil {
 			return err
 		}
@@ -167,7 +166,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return err
 		}
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		// Each node's processes run in a cgroup of its own, which its socket LB is attached to.
 		st.Cgroup = labCgroup(p.Store, cfg.Name)
 		if err = h.Save(st); err != nil {
@@ -190,7 +189,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = p.wirePodNetworks(ctx, st); err != nil {
 		return err
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		done("Routing each node's pod CIDR to its node (Cilium's native routing) 🔌")
 	} else {
 		done("Wiring each node's pod network and the routes between them (like kindnet) 🔌")
@@ -199,7 +198,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	argv := func(n lab.Node) []string {
 		return nodecmd.KubeProxyArgv(prog, KubeProxyConfigPath(p.Store, cfg.Name), n.Name)
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		// The first ebpf lab compiles Cilium's datapath: seconds on an idle machine, a minute and more on a busy
 		// one. Say so before the wait rather than leave the student at a silent terminal.
 		objects, err := planObjects(st.Nodes, p.Store.Dir(cfg.Name), netnsCookie)
@@ -241,7 +240,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = h.Save(st); err != nil {
 		return err
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		done(fmt.Sprintf("Loading Cilium's datapath: bpf_host (%s, cilium_host), bpf_lxc per pod, bpf_sock per node 🔧", strings.Join(ebpfDevices, ", ")))
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
@@ -315,7 +314,7 @@ func (p *Provider) makeNode(ctx context.Context, cfg lab.Config, i int, n lab.No
 		{"-n", n.Name, "link", "set", "eth0", "up"},
 		{"-n", n.Name, "route", "add", "default", "via", clientIP},
 	}
-	if cfg.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(cfg.Dataplane) {
 		for _, args := range cmds {
 			if err := IPCmd(ctx, args...); err != nil {
 				return err
@@ -347,7 +346,7 @@ func (p *Provider) wirePodNetworks(ctx context.Context, st *state.Lab) error {
 			return err
 		}
 		var cmds [][]string
-		if st.Config.Dataplane != dataplanes.EBPF {
+		if !lab.RunsCilium(st.Config.Dataplane) {
 			cmds = [][]string{
 				{"-n", n.Name, "link", "set", "cni0", "address", bridgeMAC(gw.Addr())},
 				{"-n", n.Name, "addr", "add", gw.String(), "dev", "cni0"},
@@ -673,7 +672,7 @@ func (p *Provider) waitProxies(ctx context.Context, st *state.Lab) error {
 		ready := func(ctx context.Context) (bool, error) {
 			return httpOK(ctx, lab.ClientName(st.Config.Name), net.JoinHostPort(n.IP, "10256"), "/healthz") == nil, nil
 		}
-		if st.Config.Dataplane == dataplanes.EBPF {
+		if lab.RunsCilium(st.Config.Dataplane) {
 			ready = func(ctx context.Context) (bool, error) {
 				_, err := os.Stat(filepath.Join(NodeBPFFS(p.Store, st.Config.Name, n.Name), "tc", "globals", "cilium_lb4_services_v2"))
 				return err == nil, nil

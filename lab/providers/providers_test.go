@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/state"
 )
@@ -45,7 +46,7 @@ func TestChoose(t *testing.T) {
 // TestDryRun is `up --provider kind --dry-run` for every dataplane: the kind config reads back strictly into
 // kind's types with the dataplane's proxy mode, and only ebpf carries Cilium's values.
 func TestDryRun(t *testing.T) {
-	for _, d := range dataplanes.Names {
+	for _, d := range engines.Names() {
 		var out bytes.Buffer
 		cfg := lab.Config{Name: "k8s-guide", Dataplane: d, Workers: 2}
 		if err := DryRun("kind", cfg, "yaml", &out); err != nil {

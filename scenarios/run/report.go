@@ -10,6 +10,9 @@ import (
 
 	"github.com/jstemmer/go-junit-report/v2/junit"
 	"github.com/mitchellh/go-wordwrap"
+
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 )
 
 // Matrix prints the scenario × dataplane matrix, then every check that did not pass with what was expected and
@@ -114,14 +117,8 @@ func fill(s string, width int) string {
 	return b.String()
 }
 
-func dpOrder(d string) int {
-	for i, x := range []string{"iptables", "nftables", "ipvs", "ebpf"} {
-		if x == d {
-			return i
-		}
-	}
-	return 99
-}
+// dpOrder sorts a report's dataplanes the guide's way (the engines' order).
+func dpOrder(d string) int { return engines.Order(dataplanes.Name(d)) }
 
 // cellText is one cell of the matrix: pass, pass* (a dataplane's own expectation was used), fail N/M, error.
 func cellText(c *Cell) string {

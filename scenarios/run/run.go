@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/scenarios"
 )
 
@@ -172,7 +174,11 @@ func LabName(prefix, scenario, dataplane string) string {
 	if prefix == "" {
 		prefix = "scn"
 	}
-	short := map[string]string{"iptables": "ipt", "nftables": "nft", "ipvs": "ipvs", "ebpf": "ebpf"}[dataplane]
+	face, ok := engines.Lab(dataplanes.Name(dataplane))
+	short := face.Short
+	if !ok { // not a dataplane: the run refuses it before it names a lab; here it must still make a DNS label
+		short = "x"
+	}
 	room := 32 - len(prefix) - len(short) - 2
 	name := scenario
 	if len(name) > room {
@@ -311,7 +317,7 @@ func (c *cellRun) upArgs() []string {
 	if a := c.s.Lab.NodePortAddresses; len(a) > 0 {
 		args = append(args, "--nodeport-addresses", strings.Join(a, ","))
 	}
-	if c.s.Lab.LBAlgorithm != "" && c.dp == "ebpf" {
+	if face, _ := engines.Lab(dataplanes.Name(c.dp)); c.s.Lab.LBAlgorithm != "" && slices.Contains(face.LBAlgorithms, c.s.Lab.LBAlgorithm) {
 		args = append(args, "--lb-algorithm", c.s.Lab.LBAlgorithm)
 	}
 	return args

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/netns"
 	"github.com/k8sguide/k8sguide/lab/state"
@@ -33,12 +34,13 @@ func RunKubeProxy(ctx context.Context, args []string) error {
 // timeouts are host-wide sysctls (kind sets maxPerCore 0 for the same reason), and the OOM score is the
 // process's own.
 func kubeProxyConfiguration(cfg lab.Config, kubeconfig string, period time.Duration) *kubeproxyconfig.KubeProxyConfiguration {
+	face, _ := engines.Lab(cfg.Dataplane)
 	sync := metav1.Duration{Duration: period}
 	minSync := metav1.Duration{Duration: netns.MinSyncPeriod}
 	return &kubeproxyconfig.KubeProxyConfiguration{
 		TypeMeta:          metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
 		ClientConnection:  componentbaseconfig.ClientConnectionConfiguration{Kubeconfig: kubeconfig},
-		Mode:              kubeproxyconfig.ProxyMode(cfg.Dataplane),
+		Mode:              kubeproxyconfig.ProxyMode(face.KubeProxyMode),
 		ClusterCIDR:       lab.PodSubnet,
 		NodePortAddresses: cfg.NodePortAddresses,
 		IPTables:          kubeproxyconfig.KubeProxyIPTablesConfiguration{SyncPeriod: sync, MinSyncPeriod: minSync},

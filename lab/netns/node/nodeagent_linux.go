@@ -34,7 +34,6 @@ import (
 	kubeletutil "k8s.io/kubernetes/pkg/kubelet/util"
 	"k8s.io/utils/clock"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
@@ -63,7 +62,7 @@ func WritePKI(ctx context.Context, store state.Store, labName string) error {
 	if err := server.WritePKI(netns.ControlPlaneConfig(store, st.Config, st.Nodes), names); err != nil {
 		return err
 	}
-	if st.Config.Dataplane == dataplanes.EBPF {
+	if lab.RunsCilium(st.Config.Dataplane) {
 		return nil // Cilium's agent replaces kube-proxy
 	}
 	return writeKubeProxyConfig(store, st)
@@ -130,7 +129,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 		return err
 	}
 	if node.Role == lab.ControlPlane {
-		if err := initControlPlane(ctx, cp, len(st.Nodes) > 1, st.Config.Dataplane == dataplanes.EBPF); err != nil {
+		if err := initControlPlane(ctx, cp, len(st.Nodes) > 1, lab.RunsCilium(st.Config.Dataplane)); err != nil {
 			return err
 		}
 	}
@@ -144,7 +143,7 @@ func RunNodeAgent(ctx context.Context, store state.Store, exe, labName, nodeName
 	node.PodCIDR = registered.Spec.PodCIDR
 	go runProxy(ctx, store, labName, nodeName)
 	go func() {
-		if err := runPods(ctx, client, exe, store, labName, node, st.Config.Dataplane == dataplanes.EBPF); err != nil {
+		if err := runPods(ctx, client, exe, store, labName, node, lab.RunsCilium(st.Config.Dataplane)); err != nil {
 			logger.Error(err, "pods")
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
@@ -124,7 +125,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if f.Dataplanes != "" {
 		var ds []dataplanes.Name
 		for _, s := range strings.Split(f.Dataplanes, ",") {
-			d, err := dataplanes.Parse(strings.TrimSpace(s))
+			d, err := engines.Parse(strings.TrimSpace(s))
 			if err != nil {
 				return fmt.Errorf("--dataplanes: %w", err)
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
 	labdoctor "github.com/k8sguide/k8sguide/lab/doctor"
@@ -43,7 +43,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Provider, "provider", providers.Default(), "provider to check: "+strings.Join(providers.Names, ", ")+", or all (auto: the one up would use)")
-	fl.StringSliceVar(&f.Dataplanes, "dataplane", nil, "dataplanes to check (default: all of "+dataplanes.List()+")")
+	fl.StringSliceVar(&f.Dataplanes, "dataplane", nil, "dataplanes to check (default: all of "+engines.List()+")")
 	fl.BoolVar(&f.Quick, "quick", false, "only what up checks: no rules loaded, no namespace made")
 	fl.BoolVar(&f.Fix, "fix", false, fmt.Sprintf("raise fs.inotify.max_user_instances to %d (or room for 3 more labs) first, if lower (root; until reboot)", labdoctor.RaiseInotifyTo))
 	fl.StringVarP(&f.Output, "output", "o", "table", "table or json")
@@ -55,11 +55,11 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if err != nil {
 		return err
 	}
-	ds := dataplanes.Names
+	ds := engines.Names()
 	if len(f.Dataplanes) > 0 {
 		ds = nil
 		for _, s := range f.Dataplanes {
-			d, err := dataplanes.Parse(s)
+			d, err := engines.Parse(s)
 			if err != nil {
 				return err
 			}

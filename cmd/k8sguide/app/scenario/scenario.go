@@ -58,11 +58,11 @@ func listCommand(streams lab.Streams) *cobra.Command {
 // dataplaneList names a scenario's dataplanes briefly, so that the list fits 100 columns: all, all but one, or
 // each.
 func dataplaneList(dps []string) string {
-	switch len(scenarios.Dataplanes) - len(dps) {
+	switch len(scenarios.Dataplanes()) - len(dps) {
 	case 0:
 		return "all"
 	case 1:
-		for _, d := range scenarios.Dataplanes {
+		for _, d := range scenarios.Dataplanes() {
 			if !slices.Contains(dps, d) {
 				return "all but " + d
 			}
@@ -97,7 +97,7 @@ func schemaCommand(streams lab.Streams) *cobra.Command {
 		Short: "Print the JSON Schema of scenario files (for editors: yaml-language-server's $schema)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := streams.Out.Write(scenarios.Schema)
+			_, err := streams.Out.Write(scenarios.Schema())
 			return err
 		},
 	}
@@ -176,8 +176,8 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 	var dps []string
 	if f.Dataplane != "all" {
 		for _, d := range strings.Split(f.Dataplane, ",") {
-			if !slices.Contains(scenarios.Dataplanes, d) {
-				return fmt.Errorf("--dataplane %q: want all or a list of %s", d, strings.Join(scenarios.Dataplanes, ", "))
+			if !slices.Contains(scenarios.Dataplanes(), d) {
+				return fmt.Errorf("--dataplane %q: want all or a list of %s", d, strings.Join(scenarios.Dataplanes(), ", "))
 			}
 			dps = append(dps, d)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
@@ -46,7 +47,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", lab.DefaultName, "lab name (prefixes node names)")
 	fl.StringVar(&f.Provider, "provider", providers.Default(), "lab provider: "+strings.Join(providers.Names, ", ")+" (auto: kind when a Docker engine answers, else netns; default from $"+providers.Env+")")
-	fl.StringVar(&f.Dataplane, "dataplane", string(dataplanes.IPTables), "Service dataplane: "+dataplanes.List())
+	fl.StringVar(&f.Dataplane, "dataplane", string(dataplanes.IPTables), "Service dataplane: "+engines.List())
 	fl.IntVar(&f.Workers, "workers", 2, "number of worker nodes")
 	fl.StringVar(&f.NodePortRange, "service-node-port-range", lab.DefaultNodePortRange, "apiserver --service-node-port-range")
 	fl.StringSliceVar(&f.NodePortAddresses, "nodeport-addresses", nil, "kube-proxy --nodeport-addresses: CIDRs whose local addresses serve NodePorts (default: all)")
@@ -61,7 +62,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 }
 
 func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
-	d, err := dataplanes.Parse(f.Dataplane)
+	d, err := engines.Parse(f.Dataplane)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,15 @@
+package iptables
+
+import "github.com/k8sguide/k8sguide/dataplanes"
+
+// Lab is the iptables dataplane's lab face: upstream kube-proxy in iptables mode, which writes its rules with
+// iptables-restore; the guide watches the nat table.
+func (Engine) Lab() dataplanes.Lab {
+	return dataplanes.Lab{
+		Title:         "kube-proxy iptables",
+		Short:         "ipt",
+		KubeProxyMode: "iptables",
+		Tools:         []dataplanes.Tool{{Command: "iptables-restore", Package: "iptables"}},
+		Aliases:       []dataplanes.Alias{{Name: "ipt", Node: []string{"iptables", "-t", "nat", "-nvL"}}},
+	}
+}

@@ -1,0 +1,15 @@
+package nftables
+
+import "github.com/k8sguide/k8sguide/dataplanes"
+
+// Lab is the nftables dataplane's lab face: upstream kube-proxy in nftables mode, which writes its table with
+// nft; the guide watches that table.
+func (Engine) Lab() dataplanes.Lab {
+	return dataplanes.Lab{
+		Title:         "kube-proxy nftables",
+		Short:         "nft",
+		KubeProxyMode: "nftables",
+		Tools:         []dataplanes.Tool{{Command: "nft", Package: "nftables"}},
+		Aliases:       []dataplanes.Alias{{Name: "nft-kp", Node: []string{"nft", "list", "table", "ip", "kube-proxy"}}},
+	}
+}
