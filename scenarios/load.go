@@ -125,28 +125,36 @@ func LoadFile(path string) (*Scenario, error) {
 }
 
 var (
+	// compiled is Schema compiled, for the engines' names it was written from (a test adds an engine).
 	compiled     *jsonschema.Schema
-	compiledErr  error
-	compileOnce  sync.Once
+	compiledFor  string
+	compiledMu   sync.Mutex
 	printer      = message.NewPrinter(language.English)
 	yamlLineText = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
 )
 
 func schema() (*jsonschema.Schema, error) {
-	compileOnce.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
-		if err != nil {
-			compiledErr = err
-			return
-		}
-		c := jsonschema.NewCompiler()
-		c.AssertFormat()
-		const url = "https://k8sguide.io/schemas/scenario-v1alpha1.json"
-		if compiledErr = c.AddResource(url, doc); compiledErr == nil {
-			compiled, compiledErr = c.Compile(url)
-		}
-	})
-	return compiled, compiledErr
+	compiledMu.Lock()
+	defer compiledMu.Unlock()
+	names := strings.Join(Dataplanes(), ",")
+	if compiled != nil && compiledFor == names {
+		return compiled, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	const url = "https://k8sguide.io/schemas/scenario-v1alpha1.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	if compiled, err = c.Compile(url); err != nil {
+		return nil, err
+	}
+	compiledFor = names
+	return compiled, nil
 }
 
 // validateSchema checks the document against Schema; each error carries the line of the value it is about.
