@@ -43,6 +43,10 @@ type Sniffed struct {
 	ReadAs []string
 	// Local lists addresses the dump shows the node owns (IPVS virtual servers, bound on kube-ipvs0).
 	Local []netip.Addr
+	// Parsed is what Sniff parsed Part from, in the engine's own form, which the tracer hands back to the
+	// engine's Open of that part (OpenOptions.Sniffed): a pasted dump of thousands of Services is parsed once.
+	// A walk may change it in place, so it serves one Open. nil: Open parses Part.
+	Parsed any
 }
 
 // CollectOptions is what a node's collector hands every engine.
@@ -98,6 +102,9 @@ type OpenOptions struct {
 	// Scope, inside the node a part read for one packet came from, lets the walk read what it reaches and the
 	// part lacks (see Scope); nil elsewhere.
 	Scope *Scope
+	// Sniffed is what this engine's Sniff parsed the part from (Sniffed.Parsed), when the part is a pasted
+	// dump's and this is its first Open; nil otherwise.
+	Sniffed any
 }
 
 // Opened is a part ready for the walk.

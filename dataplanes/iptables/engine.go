@@ -48,14 +48,8 @@ func (Engine) Sniff(text string) (dataplanes.Sniffed, bool, error) {
 		return dataplanes.Sniffed{}, true, err
 	}
 	part = append(part, '}')
-	sniffed.Keep(part, r)
-	return dataplanes.Sniffed{Part: part, ReadAs: readAs}, true, nil
+	return dataplanes.Sniffed{Part: part, ReadAs: readAs, Parsed: r}, true, nil
 }
-
-// sniffed keeps the rules of the dump Sniff read last, for the Open of the part it made that follows it: a
-// pasted 5,000-Service dump is then parsed once, not twice, and its part is not decoded again. Open takes them
-// (a walk compiles rules in place, so they serve one Open).
-var sniffed dataplanes.SniffCache[*Rules]
 
 // parse reads a dump: one or more outputs of iptables-save, `iptables -S` or `iptables -L`, each after the
 // `$ COMMAND` line that printed it when the paste showed it.
@@ -396,8 +390,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // Open parses each backend's rules. iptables-nft's tables are nf_tables tables too: they are named in Covers
 // (legacy tables are not), so that the nftables engine leaves them to this one.
 func (Engine) Open(raw json.RawMessage, opts dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	// A pasted dump's part, which Sniff has just read: its rules are ready, and its text need not be decoded.
-	sniffedRules, _ := sniffed.Take(raw)
+	// A pasted dump's part, which Sniff has read (a 5,000-Service dump is parsed once, not twice): its rules are
+	// ready, and its text need not be decoded.
+	sniffedRules, _ := opts.Sniffed.(*Rules)
 	part := Part{"input": ""}
 	if sniffedRules == nil {
 		part = nil

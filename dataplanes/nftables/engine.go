@@ -113,8 +113,7 @@ func (Engine) Sniff(raw string) (dataplanes.Sniffed, bool, error) {
 	if err != nil {
 		return dataplanes.Sniffed{}, true, err
 	}
-	sniffed.Keep(data, rs)
-	return dataplanes.Sniffed{Part: data, ReadAs: readAs}, true, nil
+	return dataplanes.Sniffed{Part: data, ReadAs: readAs, Parsed: rs}, true, nil
 }
 
 // marshal is json.Marshal(part), with the text fields written by dataplanes.JSONString (in one buffer of their
@@ -152,11 +151,6 @@ func (part *Part) marshal() ([]byte, error) {
 	}
 	return append(out, '}'), nil
 }
-
-// sniffed keeps the ruleset of the dump Sniff read last, for the Open of the part it made that follows it: a
-// pasted dump is then parsed once, not three times (each section, the whole, and Open). Open takes it (it
-// leaves tables out in place, so it serves one Open).
-var sniffed dataplanes.SniffCache[*Ruleset]
 
 // section is one command's output in a dump: command is what its "$ COMMAND" line named ("" before any).
 type section struct {
@@ -322,7 +316,7 @@ func (part *Part) ruleset() (*Ruleset, error) {
 // Open parses the ruleset and leaves out the tables engines opened before this one walk already, and the
 // tracing tables.
 func (Engine) Open(raw json.RawMessage, o dataplanes.OpenOptions) (*dataplanes.Opened, error) {
-	rs, _ := sniffed.Take(raw) // a pasted dump's, which Sniff has just read
+	rs, _ := o.Sniffed.(*Ruleset) // a pasted dump's, which Sniff has read
 	if rs == nil {
 		var part Part
 		if err := json.Unmarshal(raw, &part); err != nil {

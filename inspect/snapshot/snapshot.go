@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -39,6 +40,40 @@ type Snapshot struct {
 	Missing []string `json:"missing,omitempty"`
 	// Read says, for a pasted dump, what was stripped around it and how each output in it was read.
 	Read []string `json:"read,omitempty"`
+
+	// sniffed holds what the engines' Sniff parsed a pasted dump's parts from (dataplanes.Sniffed.Parsed), for
+	// the first Open of each part.
+	sniffed *sniffedParts
+}
+
+type sniffedParts struct {
+	mu     sync.Mutex
+	parsed map[dataplanes.Name]any
+}
+
+// KeepSniffed keeps what an engine's Sniff parsed its part from, for the part's first Open (TakeSniffed).
+func (s *Snapshot) KeepSniffed(name dataplanes.Name, parsed any) {
+	if parsed == nil {
+		return
+	}
+	if s.sniffed == nil {
+		s.sniffed = &sniffedParts{parsed: map[dataplanes.Name]any{}}
+	}
+	s.sniffed.mu.Lock()
+	defer s.sniffed.mu.Unlock()
+	s.sniffed.parsed[name] = parsed
+}
+
+// TakeSniffed returns what KeepSniffed kept for an engine's part, once: a walk may change it in place.
+func (s *Snapshot) TakeSniffed(name dataplanes.Name) any {
+	if s.sniffed == nil {
+		return nil
+	}
+	s.sniffed.mu.Lock()
+	defer s.sniffed.mu.Unlock()
+	parsed := s.sniffed.parsed[name]
+	delete(s.sniffed.parsed, name)
+	return parsed
 }
 
 // Part is an engine's part, nil when the snapshot has none.

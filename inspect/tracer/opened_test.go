@@ -3,6 +3,7 @@ package tracer_test
 import (
 	"encoding/json"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 )
 
@@ -83,5 +86,44 @@ COMMIT
 		if want := !strings.Contains(src, ":"); noted != want {
 			t.Errorf("walk %d from %s: notes %q; want a source-port note: %v", i+1, src, tr.Notes, want)
 		}
+	}
+}
+
+// TestPastedDumpIsParsedOnce: what an engine's Sniff parsed a pasted dump into goes to the Open of that part
+// (a 5,000-Service dump is parsed once), once: a second trace of the same snapshot parses the part afresh, as a
+// walk changes the parsed rules in place, and answers as the first did. The dump is a netns lab's iptables-save
+// (dataplanes/iptables/testdata/README.md).
+func TestPastedDumpIsParsedOnce(t *testing.T) {
+	raw, err := os.ReadFile("../../dataplanes/iptables/testdata/iptables-worker.save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func() *snapshot.Snapshot {
+		s, err := tracer.Load(raw, []netip.Addr{netip.MustParseAddr("172.18.0.3")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if load().TakeSniffed(dataplanes.IPTables) == nil {
+		t.Error("Load does not keep the rules Sniff parsed: Open parses the dump a second time")
+	}
+	s := load()
+	req := tracer.Request{Dst: "172.18.0.3:31103", Src: "172.18.0.1"}
+	first, err := tracer.Trace(s, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TakeSniffed(dataplanes.IPTables) != nil {
+		t.Error("the first Open left what Sniff parsed for another")
+	}
+	again, err := tracer.Trace(s, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(first)
+	b, _ := json.Marshal(again)
+	if string(a) != string(b) {
+		t.Errorf("a second trace of the pasted dump differs from the first:\n%s\n%s", a, b)
 	}
 }

@@ -75,8 +75,10 @@ func Load(data []byte, local []netip.Addr) (*snapshot.Snapshot, error) {
 				if err != nil {
 					return nil, err
 				}
-				return &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part},
-					Net: localState(local, sn.Local), Read: []string{"read as: " + strings.Join(sn.ReadAs, ", ")}}, nil
+				s := &snapshot.Snapshot{Version: snapshot.Version, Engines: map[dataplanes.Name]json.RawMessage{e.Name(): sn.Part},
+					Net: localState(local, sn.Local), Read: []string{"read as: " + strings.Join(sn.ReadAs, ", ")}}
+				s.KeepSniffed(e.Name(), sn.Parsed)
+				return s, nil
 			}
 			return nil, fmt.Errorf("JSON input is neither a k8sguide snapshot nor `nft -j list ruleset` output")
 		case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
@@ -104,7 +106,7 @@ func loadText(text string, local []netip.Addr) (*snapshot.Snapshot, error) {
 		return nil, fmt.Errorf("the input holds no dump k8sguide reads")
 	}
 	sniffers := append(slices.DeleteFunc(slices.Clone(engines.All), func(e dataplanes.Engine) bool { return e == engines.Lenient }), engines.Lenient)
-	parts := map[dataplanes.Name]json.RawMessage{} // an engine's part when one output is all it reads
+	parts := map[dataplanes.Name]dataplanes.Sniffed{} // an engine's part when one output is all it reads
 	var order []dataplanes.Engine
 	var readAs []string
 	var ipsets []netstate.IPSet
@@ -155,7 +157,7 @@ func loadText(text string, local []netip.Addr) (*snapshot.Snapshot, error) {
 				order = append(order, e)
 			}
 			raws[e.Name()] = append(raws[e.Name()], raw)
-			parts[e.Name()] = sn.Part
+			parts[e.Name()] = sn
 			readAs = append(readAs, sn.ReadAs...)
 			served = append(served, sn.Local...)
 			read = true
@@ -169,7 +171,8 @@ func loadText(text string, local []netip.Addr) (*snapshot.Snapshot, error) {
 	for _, e := range order {
 		outs := raws[e.Name()]
 		if len(outs) == 1 {
-			s.Engines[e.Name()] = parts[e.Name()]
+			s.Engines[e.Name()] = parts[e.Name()].Part
+			s.KeepSniffed(e.Name(), parts[e.Name()].Parsed)
 			continue
 		}
 		// One part per engine: its outputs together, each after its command line.
@@ -178,6 +181,7 @@ func loadText(text string, local []netip.Addr) (*snapshot.Snapshot, error) {
 			return nil, fmt.Errorf("%s outputs read one by one but not together: %v", e.Name(), err)
 		}
 		s.Engines[e.Name()] = sn.Part
+		s.KeepSniffed(e.Name(), sn.Parsed)
 	}
 	s.Net = localState(local, served)
 	s.Net.IPSets = ipsets
@@ -379,7 +383,8 @@ func open(s *snapshot.Snapshot, scopes map[dataplanes.Name]*dataplanes.Scope) (*
 		if part == nil {
 			continue
 		}
-		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered), Parts: parts, Scope: scopes[e.Name()]})
+		op, err := e.Open(part, dataplanes.OpenOptions{Node: s.Node, Covered: maps.Clone(covered), Parts: parts, Scope: scopes[e.Name()],
+			Sniffed: s.TakeSniffed(e.Name())})
 		if err != nil {
 			return nil, err
 		}
