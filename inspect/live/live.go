@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -29,6 +30,22 @@ func NodeOf(st lab.Status, node string) (lab.Node, error) {
 		known = append(known, n.Name)
 	}
 	return lab.Node{}, &lab.NotFoundError{Kind: "node", Name: node, Known: known}
+}
+
+// DstNode is the node that owns a packet's destination address (dst: IP:PORT), the node whose rules the packet
+// meets when nothing else says (trace and compare's rule: --node, else a pod's own node, else this); ok is false
+// when dst is no node's address (a ClusterIP, an address outside the lab) or not yet known ("").
+func DstNode(st lab.Status, dst string) (node string, ok bool) {
+	ap, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		return "", false
+	}
+	for _, n := range st.Nodes {
+		if a, err := netip.ParseAddr(n.IP); err == nil && a == ap.Addr() {
+			return n.Name, true
+		}
+	}
+	return "", false
 }
 
 // namesMissing begins the Missing entry of a snapshot taken while the lab's apiserver did not answer.

@@ -57,7 +57,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.BoolVar(&f.ClusterIP, "cluster-ip", false, "with --service: its ClusterIP and port instead of the node's NodePort")
 	fl.StringVar(&f.Dst, "dst", "", "instead of --service: the destination IP:PORT (the same in every source)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME (NAME: a pod, or a Deployment, whose pod on the node is taken)")
-	fl.StringVar(&f.Node, "node", "", "the node whose rules the packet meets, in each lab (e.g. worker2; default: the pod's node, else the lab's last node)")
+	fl.StringVar(&f.Node, "node", "", "the node whose rules the packet meets, in each lab (e.g. worker2; default: the pod's node, else the node that owns --dst, else the lab's last node)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
 	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), json or html (a self-contained page)")
 	return cmd
@@ -218,8 +218,9 @@ func traceOf(ctx context.Context, src source, f *flags, in io.Reader) (*ktrace.T
 	return tracer.Trace(s, req)
 }
 
-// labNode is the node whose rules the packet meets in a lab: --node (full or short name); else a pod's own node;
-// else the lab's last node (a worker, the one the guide's examples use).
+// labNode is the node whose rules the packet meets in a lab, by trace's rule: --node (full or short name); else a
+// pod's own node; else the node that owns --dst. Where trace then asks for --node, compare takes the lab's last
+// node (a worker, the one the guide's examples use): --service's NodePort or ClusterIP in each lab.
 func labNode(ctx context.Context, p lab.Provider, name string, f *flags) (string, error) {
 	st, err := p.Status(ctx, name)
 	if err != nil {
@@ -246,6 +247,9 @@ func labNode(ctx context.Context, p lab.Provider, name string, f *flags) (string
 			return "", err
 		}
 		return pod.Node, nil
+	}
+	if node, ok := live.DstNode(st, f.Dst); ok {
+		return node, nil
 	}
 	if len(st.Nodes) == 0 {
 		return "", fmt.Errorf("lab %s has no nodes", name)

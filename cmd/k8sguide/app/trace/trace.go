@@ -253,13 +253,9 @@ func nodeFor(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ip, _, _ := strings.Cut(f.Dst, ":")
-	var names []string
-	for _, n := range st.Nodes {
-		if n.IP == ip {
-			return n.Name, nil
-		}
-		names = append(names, n.Name)
+	if node, ok := live.DstNode(st, f.Dst); ok {
+		return node, nil
 	}
-	return "", fmt.Errorf("--dst %s is not a node address: say which node's rules to walk with --node (one of %s)", ip, strings.Join(names, ", "))
+	ip, _, _ := strings.Cut(f.Dst, ":")
+	return "", fmt.Errorf("--dst %s is not a node address: say which node's rules to walk with --node (one of %s)", ip, strings.Join(st.NodeNames(), ", "))
 }
