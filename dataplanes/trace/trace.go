@@ -1,7 +1,7 @@
 // Package trace is the engine-independent model of a packet's path through a node's dataplane: what every
 // engine's walker produces, what the renderers print and what verification compares with the kernel.
 //
-// The JSON form of Trace is a stable, documented schema (see SchemaVersion and the README's "trace JSON"
+// The JSON form of Trace is a stable, documented schema (see SchemaVersion and docs/tracing.md's "trace -o json"
 // section): fields are only ever added within a version.
 package trace
 

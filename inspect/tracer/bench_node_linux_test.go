@@ -28,7 +28,7 @@ import (
 )
 
 // A node the benchmarks make without a lab, for sizes a lab's control plane takes too long to deploy (20,000
-// Services: its apply is quadratic, see the README's Benchmarks): a network namespace whose kernel holds what
+// Services: its apply is quadratic, see docs/development.md's Benchmarks): a network namespace whose kernel holds what
 // the upstream proxier (dataplanes/kubeproxy, as the lab's nodes run it) writes for N NodePort Services × 3
 // endpoints, handed to it as kube-proxy's informers would hand them. No control plane, no pods: the rules are
 // the real proxier's, the Kubernetes names are absent.
