@@ -34,93 +34,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		Short: "Explain a packet's path through a node's rules: every rule, every endpoint's chance, the reply; --verify checks it against the kernel",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := render.ParseFormat(f.Output, "table", "wide", render.JSON, "svg", "html", "dot")
-			if err != nil {
-				return err
-			}
-			if picture := format == "svg" || format == "html" || format == "dot"; picture && (f.Verify || f.Summary) {
-				return fmt.Errorf("-o %s draws the trace; --verify and --summary print a table (or JSON)", format)
-			}
-			if f.ClusterIP && (f.Service == "" || f.Dst != "") {
-				return fmt.Errorf("--cluster-ip goes with --service (instead of --dst): the Service's ClusterIP and port")
-			}
-			_, _, fromPod := lab.PodRef(f.From)
-			if f.Dst == "" && (f.Service == "" || f.Snapshot != "" || f.Node == "" && !(f.ClusterIP && fromPod)) {
-				return fmt.Errorf("--dst IP:PORT is required (or, on a live lab, --service NAME with --node NODE, or --cluster-ip with --node or --from pod/NAME)")
-			}
-			if f.Dst != "" {
-				if _, err := ktrace.ParseDst(f.Dst); err != nil {
-					return fmt.Errorf("--dst %v", err)
-				}
-			}
-			if f.Explain && (format != "table" && format != "wide" || f.Verify || f.Summary) {
-				return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o %s, --verify or --summary", format)
-			}
-			req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From, InIface: f.InIface, OutIface: f.OutIface}
-			if f.Snapshot == "" && (f.InIface != "" || f.OutIface != "") {
-				return fmt.Errorf("--in-iface and --out-iface apply to --snapshot input (a live node's own routes decide)")
-			}
-			if f.Snapshot != "" {
-				if f.Verify {
-					return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
-				}
-				return fromFile(cmd.Context(), streams, f, req, format)
-			}
-			local, err := parseAddrs(f.LocalAddresses)
-			if err != nil {
-				return err
-			}
-			if len(local) > 0 {
-				return fmt.Errorf("--local-addresses applies to --snapshot input")
-			}
-			p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
-			if err != nil {
-				return err
-			}
-			if f.Node != "" {
-				if f.Node, err = resolveNode(cmd, p, f); err != nil {
-					return err
-				}
-			}
-			if f.Dst == "" {
-				if req.Dst, err = live.ServiceDst(cmd.Context(), p, f.Name, f.Node, f.Service, f.ClusterIP); err != nil {
-					return err
-				}
-				f.Dst = req.Dst
-			}
-			node, err := nodeOf(cmd, p, f)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if f.Verify {
-				v, err := live.Verify(ctx, p, f.Name, node, req)
-				if err != nil {
-					return err
-				}
-				// Written whatever the result; a disagreement then exits non-zero in every format, so CI can
-				// rely on the exit code.
-				if format == render.JSON {
-					err = render.WriteData(streams.Out, render.JSON, v)
-				} else {
-					err = render.Verification(streams.Out, v, viewOptions(streams.Out, f, format))
-				}
-				if err != nil {
-					return err
-				}
-				if v.Result != "agree" {
-					return fmt.Errorf("the kernel disagrees with the prediction")
-				}
-				return nil
-			}
-			t, s, err := live.Trace(ctx, p, f.Name, node, req)
-			if err != nil {
-				return err
-			}
-			if note := live.NamesNote(s); note != "" {
-				t.Notes = append(t.Notes, note)
-			}
-			return write(ctx, streams.Out, t, f, format)
+			return runE(cmd, f, streams)
 		},
 	}
 	fl := cmd.Flags()
@@ -141,6 +55,112 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.BoolVar(&f.Verify, "verify", false, "send a real packet with kernel tracing on and compare hop by hop")
 	fl.BoolVar(&f.Explain, "explain", false, "after the table, a sentence per stage (match, Service, endpoint, DNAT, SNAT, source, reply) in the guide's terms")
 	return cmd
+}
+
+func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
+	format, err := render.ParseFormat(f.Output, "table", "wide", render.JSON, "svg", "html", "dot")
+	if err != nil {
+		return err
+	}
+	if err := f.check(format); err != nil {
+		return err
+	}
+	req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From, InIface: f.InIface, OutIface: f.OutIface}
+	if f.Snapshot != "" {
+		return fromFile(cmd.Context(), streams, f, req, format)
+	}
+	return fromLab(cmd, streams, f, req, format)
+}
+
+// check refuses flags that do not go together, before anything is read.
+func (f *flags) check(format render.Format) error {
+	if picture := format == "svg" || format == "html" || format == "dot"; picture && (f.Verify || f.Summary) {
+		return fmt.Errorf("-o %s draws the trace; --verify and --summary print a table (or JSON)", format)
+	}
+	if f.ClusterIP && (f.Service == "" || f.Dst != "") {
+		return fmt.Errorf("--cluster-ip goes with --service (instead of --dst): the Service's ClusterIP and port")
+	}
+	_, _, fromPod := lab.PodRef(f.From)
+	if f.Dst == "" && (f.Service == "" || f.Snapshot != "" || f.Node == "" && !(f.ClusterIP && fromPod)) {
+		return fmt.Errorf("--dst IP:PORT is required (or, on a live lab, --service NAME with --node NODE, or --cluster-ip with --node or --from pod/NAME)")
+	}
+	if f.Dst != "" {
+		if _, err := ktrace.ParseDst(f.Dst); err != nil {
+			return fmt.Errorf("--dst %v", err)
+		}
+	}
+	if f.Explain && (format != "table" && format != "wide" || f.Verify || f.Summary) {
+		return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o %s, --verify or --summary", format)
+	}
+	if f.Snapshot == "" && (f.InIface != "" || f.OutIface != "") {
+		return fmt.Errorf("--in-iface and --out-iface apply to --snapshot input (a live node's own routes decide)")
+	}
+	if f.Snapshot != "" && f.Verify {
+		return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
+	}
+	if f.Snapshot == "" && len(f.LocalAddresses) > 0 {
+		if _, err := parseAddrs(f.LocalAddresses); err != nil {
+			return err
+		}
+		return fmt.Errorf("--local-addresses applies to --snapshot input")
+	}
+	return nil
+}
+
+// fromLab traces (or verifies) the packet on a live lab's node.
+func fromLab(cmd *cobra.Command, streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
+	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
+	if err != nil {
+		return err
+	}
+	if f.Node != "" {
+		if f.Node, err = resolveNode(cmd, p, f); err != nil {
+			return err
+		}
+	}
+	if f.Dst == "" {
+		if req.Dst, err = live.ServiceDst(cmd.Context(), p, f.Name, f.Node, f.Service, f.ClusterIP); err != nil {
+			return err
+		}
+		f.Dst = req.Dst
+	}
+	node, err := nodeOf(cmd, p, f)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if f.Verify {
+		return verify(ctx, streams, p, f, node, req, format)
+	}
+	t, s, err := live.Trace(ctx, p, f.Name, node, req)
+	if err != nil {
+		return err
+	}
+	if note := live.NamesNote(s); note != "" {
+		t.Notes = append(t.Notes, note)
+	}
+	return write(ctx, streams.Out, t, f, format)
+}
+
+// verify sends a real packet and writes the comparison with the kernel's trace, whatever its result; a
+// disagreement then exits non-zero in every format, so CI can rely on the exit code.
+func verify(ctx context.Context, streams lab.Streams, p lab.Provider, f *flags, node string, req tracer.Request, format render.Format) error {
+	v, err := live.Verify(ctx, p, f.Name, node, req)
+	if err != nil {
+		return err
+	}
+	if format == render.JSON {
+		err = render.WriteData(streams.Out, render.JSON, v)
+	} else {
+		err = render.Verification(streams.Out, v, viewOptions(streams.Out, f, format))
+	}
+	if err != nil {
+		return err
+	}
+	if v.Result != "agree" {
+		return fmt.Errorf("the kernel disagrees with the prediction")
+	}
+	return nil
 }
 
 func fromFile(ctx context.Context, streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
