@@ -17,6 +17,7 @@ type rule struct {
 	under     string
 	forbidden []string
 	why       string
+	exact     bool // the package under itself, not the folders below it
 }
 
 var rules = []rule{
@@ -29,8 +30,24 @@ var rules = []rule{
 		why: "the inspector works offline on a snapshot: providers, Helm, kind and the upstream proxiers are the lab's"},
 	{under: "inspect/render", forbidden: []string{"k8s.io/client-go/"},
 		why: "the renderer draws a trace, a snapshot's objects or a doctor's report offline: a lab's client (client-go, which package lab links) is not its to link"},
+	{under: "scenarios", forbidden: []string{module + "/lab/netns", module + "/lab/kind", module + "/lab/providers", "sigs.k8s.io/kind/"},
+		why: "the scenario runner drives the k8sguide binary as a student would: a lab's provider is the binary's, not the runner's"},
 	{under: "cmd/k8sguide", forbidden: labPrograms,
 		why: "the CLI runs k8sguide-lab for these rather than linking them: every command would pay for their initialisation"},
+}
+
+func init() {
+	// The ground the engines stand on (the contract, the trace model, a node's network, the netfilter walker) links
+	// no engine: an engine is added on top of it (CONTRIBUTING.md), never woven into it.
+	for _, ground := range []string{"dataplanes", "dataplanes/trace", "dataplanes/netstate", "dataplanes/netfilter"} {
+		rules = append(rules, rule{under: ground, exact: true, why: "the ground links no engine: the registry (dataplanes/engines) does",
+			forbidden: []string{module + "/dataplanes/engines", module + "/dataplanes/iptables", module + "/dataplanes/nftables", module + "/dataplanes/ipvs", module + "/dataplanes/ebpf"}})
+	}
+	// What reads a snapshot or a pasted dump works offline: no lab's client.
+	for _, offline := range []string{"inspect/tracer", "inspect/stages", "inspect/snapshot", "inspect/paste"} {
+		rules = append(rules, rule{under: offline, forbidden: []string{"k8s.io/client-go/rest", "k8s.io/client-go/transport"},
+			why: "the offline inspector reads a snapshot or a pasted dump: the client-go transport is a live lab's"})
+	}
 }
 
 // labPrograms are what only k8sguide-lab links: a netns lab's node agents, kube-proxy and control plane,
@@ -50,7 +67,7 @@ func TestImportsPointDown(t *testing.T) {
 			checked := 0
 			for pkg, ds := range deps {
 				for _, r := range rules {
-					if !within(pkg, module+"/"+r.under) {
+					if r.exact && pkg != module+"/"+r.under || !within(pkg, module+"/"+r.under) {
 						continue
 					}
 					checked++
