@@ -73,11 +73,8 @@ type source struct {
 // MaxSources bounds the columns of one comparison (--name and --snapshot together).
 const MaxSources = 8
 
-func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
-	format, err := render.ParseFormat(f.Output, render.Table, render.JSON, "html")
-	if err != nil {
-		return err
-	}
+// check refuses flags that do not go together, before any source is read or lab built.
+func (f *flags) check() error {
 	given := 0
 	for _, set := range []bool{len(f.Names) > 0, len(f.Snapshots) > 0, f.Dataplanes != ""} {
 		if set {
@@ -113,6 +110,17 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	}
 	if n := len(f.Names) + len(f.Snapshots); n > MaxSources {
 		return fmt.Errorf("%d sources: compare puts at most %d side by side", n, MaxSources)
+	}
+	return nil
+}
+
+func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
+	format, err := render.ParseFormat(f.Output, render.Table, render.JSON, "html")
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
 	}
 	var sources []source
 	for _, s := range f.Snapshots {
