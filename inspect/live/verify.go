@@ -65,11 +65,13 @@ func Verify(ctx context.Context, p lab.Provider, name, node string, req tracer.R
 // endpoints it had not yet written) is then not reported as the tracer's error: the verification is made
 // again. Asked only of a disagreement, so an agreeing verification costs nothing more.
 //
-// Netfilter's engines only: their walk depends on the rules and the flow's addresses, not its source port; an
-// IPVS prediction moves with the scheduler's counters and a Maglev one with the port, so for them a new
+// Only for an engine whose walk depends on its rules and the flow's addresses, not on state it keeps of its own
+// choices: an engine that keeps a record of each choice (dataplanes.Checker: IPVS's connection entries, Cilium's
+// conntrack) chooses from state that moves (the scheduler's counters, Maglev's hash of the source port), so a new
 // prediction would always look moved.
 func rulesMoved(ctx context.Context, p lab.Provider, name, node string, req tracer.Request, before *trace.Trace) bool {
-	if d := dataplanes.Name(before.Dataplane); d != dataplanes.IPTables && d != dataplanes.NFTables {
+	e, ok := engines.Get(dataplanes.Name(before.Dataplane))
+	if _, records := e.(dataplanes.Checker); !ok || records {
 		return false
 	}
 	snap, err := Snapshot(ctx, p, name, node)
