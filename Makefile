@@ -73,13 +73,15 @@ endif
 # Linux builds for kind nodes of either architecture, for hosts that cannot give them one (macOS, or another
 # architecture): `trace` and `snapshot` copy the right one into the node. And the macOS CLI (kind provider,
 # offline trace), which CI builds too so that Linux-only code cannot creep back outside *_linux.go.
+# CROSS_PROGRAMS narrows the programs built (k8sguide-lab compiles most of Kubernetes again per platform).
 CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+CROSS_PROGRAMS := k8sguide k8sguide-lab k8sguide-graphviz
 cross:
 	for target in $(CROSS); do \
 	  os=$${target%/*}; arch=$${target#*/}; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-$$os-$$arch ./cmd/k8sguide || exit 1; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-lab-$$os-$$arch ./cmd/k8sguide-lab || exit 1; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))k8sguide-graphviz-$$os-$$arch ./cmd/k8sguide-graphviz || exit 1; \
+	  for prog in $(CROSS_PROGRAMS); do \
+	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o $(dir $(BIN))$$prog-$$os-$$arch ./cmd/$$prog || exit 1; \
+	  done; \
 	done
 
 # The README's main job: a fresh lab, the web Deployment with 3 replicas, a NodePort, checked from the client,
