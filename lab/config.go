@@ -12,6 +12,31 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
 )
 
+// Network layout shared by both providers; these are kind's defaults, so addresses read like the seeds'.
+const (
+	PodSubnet     = "10.244.0.0/16"
+	ServiceSubnet = "10.96.0.0/16"
+	// DefaultNodePortRange is the apiserver's default --service-node-port-range.
+	DefaultNodePortRange = "30000-32767"
+)
+
+// Config is what `k8sguide up` asks a provider to build.
+type Config struct {
+	Name              string
+	Dataplane         dataplanes.Name
+	Workers           int
+	NodePortRange     string   // "30000-32767"
+	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
+	// LBAlgorithm is Cilium's --bpf-lb-algorithm for the ebpf dataplane: "random" (the default) or "maglev".
+	LBAlgorithm string
+
+	// Only the kind provider builds real Kubernetes nodes; these are its settings.
+	Image             string // node image (default: the pinned Kubernetes 1.36 one)
+	KubernetesVersion string // picks a node image by version instead
+	Kubeconfig        string // where kind writes the kubeconfig ("" as kind does: $KUBECONFIG, else ~/.kube/config)
+	Retain            bool   // keep a cluster whose creation failed, for debugging
+}
+
 // Validate checks what `up` is given, for any provider, and fills defaults. maxWorkers is the provider's limit.
 func (cfg *Config) Validate(maxWorkers int) error {
 	if err := ValidateName(cfg.Name); err != nil {

@@ -1,61 +1,17 @@
-// Package lab defines what a k8sguide lab is, independently of the machinery that builds it: a small Kubernetes
-// cluster (one control-plane node and N workers) whose Service dataplane is one real proxy engine, plus a client
-// that plays the host outside the cluster. Providers (netns, kind) implement Provider.
 package lab
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
-
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
+	"io"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"path/filepath"
 )
 
-// DefaultName is the lab name used when --name is not given; it is the name of the seeds' kind cluster.
-const DefaultName = "k8s-guide"
-
-// Network layout shared by both providers; these are kind's defaults, so addresses read like the seeds'.
-const (
-	PodSubnet     = "10.244.0.0/16"
-	ServiceSubnet = "10.96.0.0/16"
-	// DefaultNodePortRange is the apiserver's default --service-node-port-range.
-	DefaultNodePortRange = "30000-32767"
-)
-
-// Config is what `k8sguide up` asks a provider to build.
-type Config struct {
-	Name              string
-	Dataplane         dataplanes.Name
-	Workers           int
-	NodePortRange     string   // "30000-32767"
-	NodePortAddresses []string // CIDRs handed to kube-proxy's --nodeport-addresses; empty means all local addresses
-	// LBAlgorithm is Cilium's --bpf-lb-algorithm for the ebpf dataplane: "random" (the default) or "maglev".
-	LBAlgorithm string
-
-	// Only the kind provider builds real Kubernetes nodes; these are its settings.
-	Image             string // node image (default: the pinned Kubernetes 1.36 one)
-	KubernetesVersion string // picks a node image by version instead
-	Kubeconfig        string // where kind writes the kubeconfig ("" as kind does: $KUBECONFIG, else ~/.kube/config)
-	Retain            bool   // keep a cluster whose creation failed, for debugging
-}
-
-var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
-
-// ValidateName checks a lab name: it prefixes namespace and node names, so it must be a short DNS label.
-func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
-		return fmt.Errorf("invalid lab name %q: use 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
-	}
-	return nil
-}
+// What a provider builds and answers: nodes, a lab's status, its workloads.
 
 // Role is a node's role, as kind names it.
 type Role string
@@ -71,92 +27,6 @@ type Node struct {
 	Role    Role   `json:"role"`
 	IP      string `json:"ip"`
 	PodCIDR string `json:"podCIDR"`
-}
-
-// NodeNames returns the kind-style node names of a lab: NAME-control-plane, NAME-worker, NAME-worker2, ...
-func NodeNames(name string, workers int) []string {
-	names := []string{name + "-control-plane"}
-	for i := 1; i <= workers; i++ {
-		if i == 1 {
-			names = append(names, name+"-worker")
-		} else {
-			names = append(names, fmt.Sprintf("%s-worker%d", name, i))
-		}
-	}
-	return names
-}
-
-// ClientName is the name of the lab's client: the machine outside the cluster ("the host" in the seeds).
-func ClientName(name string) string { return name + "-client" }
-
-// ResolveNode finds arg among nodes, the full names of lab labName's nodes (LAB-worker2; the client's too, where
-// a command takes it). arg is a full name or a short one, without the lab's prefix, as node-ip prints it
-// (worker2, control-plane). An unknown name is a *NotFoundError that lists the nodes and suggests the closest
-// by edit distance, written the way arg was (short or full), when it is close enough to be a typo.
-func ResolveNode(nodes []string, labName, arg string) (string, error) {
-	if slices.Contains(nodes, arg) {
-		return arg, nil
-	}
-	prefix := labName + "-"
-	if labName != "" && slices.Contains(nodes, prefix+arg) {
-		return prefix + arg, nil
-	}
-	nf := &NotFoundError{Kind: "node", Name: arg, Known: nodes}
-	best := -1
-	for _, n := range nodes {
-		form := n
-		if !strings.HasPrefix(arg, prefix) {
-			form = strings.TrimPrefix(n, prefix)
-		}
-		// A guess more than half wrong is no help: the list follows anyway.
-		if d := editDistance(arg, form); 2*d <= len(form) && (best < 0 || d < best) {
-			best, nf.Suggest = d, form
-		}
-	}
-	return "", nf
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes (node names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// PodRef reads a pod named as trace --from names one: "pod/NAME", or "pod/NAMESPACE/NAME" (namespace "" is any
-// namespace). ok is false for anything else, which names a node or the client.
-func PodRef(target string) (namespace, name string, ok bool) {
-	rest, ok := strings.CutPrefix(target, "pod/")
-	if !ok {
-		return "", "", false
-	}
-	parts := strings.Split(rest, "/")
-	for _, p := range parts {
-		if p == "" {
-			return "", "", false
-		}
-	}
-	switch len(parts) {
-	case 1:
-		return "", parts[0], true
-	case 2:
-		return parts[0], parts[1], true
-	}
-	return "", "", false
 }
 
 // Status summarises a lab.
@@ -272,32 +142,4 @@ type Provider interface {
 	Kubeconfig(ctx context.Context, name string) ([]byte, error)
 	// Get makes one HTTP request to addr ("IP:PORT") from the lab's client and says who answered.
 	Get(ctx context.Context, name, addr string) (Reply, error)
-}
-
-// FirstLine is the first non-blank line of a tool's message, trimmed: errors are one line.
-func FirstLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			return l
-		}
-	}
-	return ""
-}
-
-// NotFoundError says that a named lab or node does not exist.
-type NotFoundError struct {
-	Kind, Name string
-	Known      []string
-	// Suggest is the known name the user probably meant ("" when none is close).
-	Suggest string
-}
-
-func (e *NotFoundError) Error() string {
-	switch {
-	case len(e.Known) == 0:
-		return fmt.Sprintf("no %s named %q", e.Kind, e.Name)
-	case e.Suggest != "":
-		return fmt.Sprintf("no %s named %q (did you mean %q? known: %v)", e.Kind, e.Name, e.Suggest, e.Known)
-	}
-	return fmt.Sprintf("no %s named %q (known: %v)", e.Kind, e.Name, e.Known)
 }
