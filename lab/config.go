@@ -52,10 +52,10 @@ func (cfg *Config) Validate(maxWorkers int) error {
 	if _, err := utilnet.ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("invalid --service-node-port-range %q: %w", cfg.NodePortRange, err)
 	}
-	face, ok := engines.Lab(cfg.Dataplane)
-	if !ok {
-		return fmt.Errorf("unknown dataplane %q (want one of %s)", cfg.Dataplane, engines.List())
+	if _, err := engines.Parse(string(cfg.Dataplane)); err != nil {
+		return err
 	}
+	face, _ := engines.Lab(cfg.Dataplane)
 	switch {
 	case cfg.LBAlgorithm == "":
 	case len(face.LBAlgorithms) == 0:

@@ -6,6 +6,7 @@ package engines
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
@@ -39,9 +40,9 @@ func Parse(s string) (dataplanes.Name, error) {
 
 // List is Names for a message or a flag's help: "iptables, nftables, ipvs, ebpf".
 func List() string {
-	s := make([]string, len(All))
-	for i, e := range All {
-		s[i] = string(e.Name())
+	s := make([]string, 0, len(All))
+	for _, n := range Names() {
+		s = append(s, string(n))
 	}
 	return strings.Join(s, ", ")
 }
@@ -57,10 +58,8 @@ func Lab(name dataplanes.Name) (l dataplanes.Lab, ok bool) {
 
 // Order is a dataplane's place in All, for sorting results the guide's way; an unknown name goes last.
 func Order(name dataplanes.Name) int {
-	for i, e := range All {
-		if e.Name() == name {
-			return i
-		}
+	if i := slices.Index(Names(), name); i >= 0 {
+		return i
 	}
 	return len(All)
 }

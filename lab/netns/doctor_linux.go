@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +36,7 @@ func (p *Provider) Doctor(ctx context.Context, ds []dataplanes.Name, probe bool)
 // CheckHost says, in one line, what this machine lacks to run a netns lab with dataplane d: the first failed
 // quick check. What the kernel lacks comes first (root would not help), then what every lab needs.
 func (p *Provider) CheckHost(d dataplanes.Name) error {
-	if !slices.Contains(engines.Names(), d) {
+	if _, ok := engines.Get(d); !ok {
 		return fmt.Errorf("unknown dataplane %q", d)
 	}
 	var kernel, rest []doctor.Check
