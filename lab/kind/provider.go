@@ -27,6 +27,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/kubeconfig"
 	"github.com/k8sguide/k8sguide/lab/podserver"
 	"github.com/k8sguide/k8sguide/lab/workload"
 )
@@ -152,7 +153,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 		// Without a CNI the nodes stay NotReady until Cilium runs: wait for Cilium instead.
 		wait = 0
 	}
-	kubeconfig := lab.KubeconfigPath(cfg.Kubeconfig)
+	kcPath := kubeconfig.Path(cfg.Kubeconfig)
 	created := make(chan error, 1)
 	go func() { created <- p.Runtime.Create(cfg.Name, kc, cfg.Kubeconfig, cfg.Retain, wait) }()
 	select {
@@ -225,7 +226,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err = recordKubeconfig(ctx, ns, cfg.Kubeconfig); err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kubeconfig, cfg.Name)
+	fmt.Fprintf(progress, "Lab %q is ready.\nKubeconfig: %s (context kind-%s)\nNodes:\n", cfg.Name, kcPath, cfg.Name)
 	st, err := p.Status(ctx, cfg.Name)
 	if err != nil {
 		return err

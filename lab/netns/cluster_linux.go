@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/kubeconfig"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 )
@@ -208,7 +209,7 @@ func (p *Provider) writeUserKubeconfig(st *state.Lab) error {
 	if err != nil {
 		return err
 	}
-	if err := lab.MergeKubeconfig(st.Config.Kubeconfig, KubeContext(st.Config.Name), cfg); err != nil {
+	if err := kubeconfig.Merge(st.Config.Kubeconfig, KubeContext(st.Config.Name), cfg); err != nil {
 		return fmt.Errorf("writing context %s to %s: %w", KubeContext(st.Config.Name), st.Config.Kubeconfig, err)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
+	"github.com/k8sguide/k8sguide/lab/kubeconfig"
 	"github.com/k8sguide/k8sguide/lab/nodecmd"
 	"github.com/k8sguide/k8sguide/lab/state"
 	"github.com/k8sguide/k8sguide/lab/workload"
@@ -245,7 +246,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	} else {
 		done(fmt.Sprintf("Starting kube-proxy (%s mode) on every node 🔧", cfg.Dataplane))
 	}
-	st.Config.Kubeconfig = lab.KubeconfigPath(cfg.Kubeconfig)
+	st.Config.Kubeconfig = kubeconfig.Path(cfg.Kubeconfig)
 	if err = h.Save(st); err != nil {
 		return err
 	}
@@ -389,7 +390,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 				if err := p.teardown(ctx, st); err != nil {
 					return err
 				}
-				return lab.RemoveKubeconfig(st.Config.Kubeconfig, KubeContext(name))
+				return kubeconfig.Remove(st.Config.Kubeconfig, KubeContext(name))
 			}
 		}
 		return err
@@ -411,7 +412,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	if st.Config.Kubeconfig != "" {
-		if err := lab.RemoveKubeconfig(st.Config.Kubeconfig, KubeContext(name)); err != nil {
+		if err := kubeconfig.Remove(st.Config.Kubeconfig, KubeContext(name)); err != nil {
 			return fmt.Errorf("removing context %s from %s: %w", KubeContext(name), st.Config.Kubeconfig, err)
 		}
 	}
@@ -422,7 +423,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 // cgroup where they are (its namespaces teardown finds by their marks), and its context in the default
 // kubeconfig, where `up` puts it unless told otherwise.
 func (p *Provider) found(name string) *state.Lab {
-	st := &state.Lab{Config: lab.Config{Name: name, Kubeconfig: lab.KubeconfigPath("")}}
+	st := &state.Lab{Config: lab.Config{Name: name, Kubeconfig: kubeconfig.Path("")}}
 	if ok, _ := mountedAs(BPFFSDir(p.Store, name), unix.BPF_FS_MAGIC); ok {
 		st.BPFFS = BPFFSDir(p.Store, name)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/kubeconfig"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
 
@@ -87,7 +88,7 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 		// that could not be written to it would be made for nothing.
 		// A file this user may not read is left to the provider, whose first word is then what the user
 		// lacks (root, for a netns lab).
-		if err := lab.CheckKubeconfig(lab.KubeconfigPath(cfg.Kubeconfig)); err != nil && !errors.Is(err, fs.ErrPermission) {
+		if err := kubeconfig.Check(kubeconfig.Path(cfg.Kubeconfig)); err != nil && !errors.Is(err, fs.ErrPermission) {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package lab
+package kubeconfig
 
 import (
 	"errors"
@@ -10,11 +10,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
+
+	"github.com/k8sguide/k8sguide/lab"
 )
 
-// KubeconfigPath is where kind writes a cluster's kubeconfig, and where a netns lab writes its context too:
+// Path is where kind writes a cluster's kubeconfig, and where a netns lab writes its context too:
 // --kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config (kind's own rule).
-func KubeconfigPath(explicit string) string {
+func Path(explicit string) string {
 	if explicit != "" {
 		return explicit
 	}
@@ -32,16 +34,16 @@ func KubeconfigPath(explicit string) string {
 	return filepath.Join(home, ".kube", "config")
 }
 
-// MergeKubeconfig adds the one context of config to the kubeconfig file at path under the name context (its
+// Merge adds the one context of config to the kubeconfig file at path under the name context (its
 // cluster and user take the same name, as kind names all three kind-NAME) and makes it the current context, as
 // kind does. Entries of other names are kept. A file that is there and is not a kubeconfig is refused
 // (NotKubeconfigError), and the file is always left mode 0600: it holds the lab's admin key.
-func MergeKubeconfig(path, context string, config *clientcmdapi.Config) error {
+func Merge(path, context string, config *clientcmdapi.Config) error {
 	cur, ok := config.Contexts[config.CurrentContext]
 	if !ok {
 		return errors.New("kubeconfig without a current context")
 	}
-	into, err := loadKubeconfig(path)
+	into, err := load(path)
 	if err != nil {
 		return err
 	}
@@ -49,21 +51,21 @@ func MergeKubeconfig(path, context string, config *clientcmdapi.Config) error {
 	into.AuthInfos[context] = config.AuthInfos[cur.AuthInfo]
 	into.Contexts[context] = &clientcmdapi.Context{Cluster: context, AuthInfo: context}
 	into.CurrentContext = context
-	return writeKubeconfig(path, into)
+	return write(path, into)
 }
 
-// CheckKubeconfig says whether MergeKubeconfig could write into path: it is missing, empty or a kubeconfig.
+// Check says whether Merge could write into path: it is missing, empty or a kubeconfig.
 // `up` can ask before it builds anything.
-func CheckKubeconfig(path string) error {
-	_, err := loadKubeconfig(path)
+func Check(path string) error {
+	_, err := load(path)
 	return err
 }
 
-// RemoveKubeconfig removes what MergeKubeconfig added (and the current context if it was that one), as `kind
+// Remove removes what Merge added (and the current context if it was that one), as `kind
 // delete cluster` does. A file without it is left as it is, and so is a file that is no kubeconfig at all
 // (someone replaced it since: nothing of the lab's is in it).
-func RemoveKubeconfig(path, context string) error {
-	into, err := loadKubeconfig(path)
+func Remove(path, context string) error {
+	into, err := load(path)
 	var notKubeconfig *NotKubeconfigError
 	if errors.As(err, &notKubeconfig) {
 		return nil
@@ -77,7 +79,7 @@ func RemoveKubeconfig(path, context string) error {
 	if into.CurrentContext == context {
 		into.CurrentContext = ""
 	}
-	return writeKubeconfig(path, into)
+	return write(path, into)
 }
 
 // NotKubeconfigError is a file at a kubeconfig's path that is something else: it is never overwritten.
@@ -93,10 +95,10 @@ func (e *NotKubeconfigError) Error() string {
 var kubeconfigKeys = map[string]bool{"apiVersion": true, "kind": true, "preferences": true, "clusters": true,
 	"users": true, "contexts": true, "current-context": true, "extensions": true}
 
-// loadKubeconfig reads the kubeconfig at path: a new one when there is no file or it holds nothing (whitespace,
+// load reads the kubeconfig at path: a new one when there is no file or it holds nothing (whitespace,
 // comments, {}). clientcmd itself accepts any YAML mapping as an empty kubeconfig (unknown fields are dropped),
 // so a file is taken for one only when it says kind: Config or has nothing but a kubeconfig's fields.
-func loadKubeconfig(path string) (*clientcmdapi.Config, error) {
+func load(path string) (*clientcmdapi.Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return clientcmdapi.NewConfig(), nil
@@ -123,16 +125,16 @@ func loadKubeconfig(path string) (*clientcmdapi.Config, error) {
 	}
 	c, err := clientcmd.Load(data)
 	if err != nil {
-		return nil, &NotKubeconfigError{Path: path, Why: FirstLine(err.Error())}
+		return nil, &NotKubeconfigError{Path: path, Why: lab.FirstLine(err.Error())}
 	}
 	return c, nil
 }
 
-// writeKubeconfig writes config to path whole and mode 0600, whatever mode the file had: through a private
+// write writes config to path whole and mode 0600, whatever mode the file had: through a private
 // temporary file renamed over it (clientcmd.WriteToFile keeps an existing file's mode, 0644 say, with the lab's
 // key in it). A path that is a symbolic link keeps the link; its target is replaced. An existing file keeps its
 // owner (root writing a sudo user's ~/.kube/config must not make it root's).
-func writeKubeconfig(path string, config *clientcmdapi.Config) error {
+func write(path string, config *clientcmdapi.Config) error {
 	content, err := clientcmd.Write(*config)
 	if err != nil {
 		return err

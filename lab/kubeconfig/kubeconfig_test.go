@@ -1,4 +1,4 @@
-package lab
+package kubeconfig
 
 import (
 	"bytes"
@@ -36,25 +36,25 @@ func TestMergeKubeconfigRefusesOtherFiles(t *testing.T) {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		err := MergeKubeconfig(path, "netns-k", labConfig())
+		err := Merge(path, "netns-k", labConfig())
 		var nk *NotKubeconfigError
 		if !errors.As(err, &nk) {
-			t.Errorf("%q: MergeKubeconfig = %v, want a NotKubeconfigError", content, err)
+			t.Errorf("%q: Merge = %v, want a NotKubeconfigError", content, err)
 		} else if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error is not one line: %q", content, err)
 		}
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, []byte(content)) {
 			t.Errorf("%q: the file was changed to %q", content, got)
 		}
-		if err := CheckKubeconfig(path); err == nil {
-			t.Errorf("%q: CheckKubeconfig accepted it", content)
+		if err := Check(path); err == nil {
+			t.Errorf("%q: Check accepted it", content)
 		}
 		// down never touches it either.
-		if err := RemoveKubeconfig(path, "netns-k"); err != nil {
-			t.Errorf("%q: RemoveKubeconfig = %v, want it left alone quietly", content, err)
+		if err := Remove(path, "netns-k"); err != nil {
+			t.Errorf("%q: Remove = %v, want it left alone quietly", content, err)
 		}
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, []byte(content)) {
-			t.Errorf("%q: RemoveKubeconfig changed it to %q", content, got)
+			t.Errorf("%q: Remove changed it to %q", content, got)
 		}
 	}
 }
@@ -79,7 +79,7 @@ func TestMergeKubeconfigWrites0600(t *testing.T) {
 			os.WriteFile(path, []byte("# nothing yet\n"), 0o666)
 			os.Chmod(path, 0o666)
 		}
-		if err := MergeKubeconfig(path, "netns-k", labConfig()); err != nil {
+		if err := Merge(path, "netns-k", labConfig()); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		fi, err := os.Stat(path)
@@ -106,7 +106,7 @@ func TestMergeKubeconfigWrites0600(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(existing, 0o644)
-	if err := RemoveKubeconfig(link, "netns-k"); err != nil {
+	if err := Remove(link, "netns-k"); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
