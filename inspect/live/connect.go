@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/request"
+	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -21,17 +23,19 @@ import (
 // An interruption (ctx ended) returns the connections made before it, in order, with ctx's error: the ones it cut
 // short are not among them. Nothing is allocated by n, which the caller bounds.
 func Connections(ctx context.Context, p lab.Provider, name, from, node, dst string, n, parallel int) ([]trace.Connection, error) {
-	if _, err := trace.ParseDst(dst); err != nil {
-		return nil, fmt.Errorf("%v", err)
+	if err := (request.Flags{Dst: dst, From: from}).Check(); err != nil {
+		return nil, err
+	}
+	if _, _, ok := lab.PodRef(from); ok {
+		pod, err := podOf(ctx, p, name, from)
+		if err != nil {
+			return nil, err
+		}
+		from = pod
 	}
 	where, err := placeOf(name, from, node)
 	if err != nil {
 		return nil, err
-	}
-	if ns, pod, ok := lab.PodRef(from); ok {
-		if err := podExists(ctx, p, name, ns, pod); err != nil {
-			return nil, err
-		}
 	}
 	type made struct {
 		i int
@@ -68,37 +72,28 @@ func Connections(ctx context.Context, p lab.Provider, name, from, node, dst stri
 	return out, err
 }
 
-// podExists checks that the lab has the pod connections are to start from: a connection from a pod that is not
-// there would only fail, each one, and look like the network's answer.
-func podExists(ctx context.Context, p lab.Provider, name, namespace, pod string) error {
+// podOf is the pod --from pod/NAME names in the lab (request.PickPod: that pod, else one of the Deployment
+// NAME), as pod/NAME: a connection from a pod that is not there would only fail, each one, and look like the
+// network's answer.
+func podOf(ctx context.Context, p lab.Provider, name, from string) (string, error) {
 	w, err := p.Workloads(ctx, name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	pods, err := w.Pods(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	var known []string
+	// Every pod, with an address or not yet: the error then names the pods there are.
+	var all []snapshot.Pod
 	for _, o := range pods {
-		if o.Name == pod && (namespace == "" || o.Namespace == namespace) {
-			return nil
-		}
-		if len(known) < 10 {
-			known = append(known, o.Name)
-		}
+		all = append(all, snapshot.Pod{Namespace: o.Namespace, Name: o.Name, IP: o.Status.PodIP, Node: o.Spec.NodeName})
 	}
-	where := "lab " + name
-	if namespace != "" {
-		where = "namespace " + namespace + " of " + where
+	pod, err := request.PickPod(all, from, "")
+	if err != nil {
+		return "", err
 	}
-	if len(known) == 0 {
-		return fmt.Errorf("no pod %s in %s (it has none)", pod, where)
-	}
-	if len(pods) > len(known) {
-		known = append(known, "…")
-	}
-	return fmt.Errorf("no pod %s in %s (pods: %s)", pod, where, strings.Join(known, ", "))
+	return "pod/" + pod.Namespace + "/" + pod.Name, nil
 }
 
 // placeOf is the node, pod or client a packet from `from` starts in.

@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
+	"github.com/k8sguide/k8sguide/inspect/request"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
@@ -32,20 +32,23 @@ func NodeOf(st lab.Status, node string) (lab.Node, error) {
 	return lab.Node{}, &lab.NotFoundError{Kind: "node", Name: node, Known: known}
 }
 
-// DstNode is the node that owns a packet's destination address (dst: IP:PORT), the node whose rules the packet
-// meets when nothing else says (trace and compare's rule: --node, else a pod's own node, else this); ok is false
-// when dst is no node's address (a ClusterIP, an address outside the lab) or not yet known ("").
-func DstNode(st lab.Status, dst string) (node string, ok bool) {
-	ap, err := netip.ParseAddrPort(dst)
-	if err != nil {
-		return "", false
+// Resolve is the packet f names in lab name, by package request's node rule; the lab's pods and Services are read
+// only when f names one (--service, --from pod/NAME).
+func Resolve(ctx context.Context, p lab.Provider, name string, f request.Flags) (request.Packet, error) {
+	if err := f.Check(); err != nil {
+		return request.Packet{}, err
 	}
-	for _, n := range st.Nodes {
-		if a, err := netip.ParseAddr(n.IP); err == nil && a == ap.Addr() {
-			return n.Name, true
+	st, err := p.Status(ctx, name)
+	if err != nil {
+		return request.Packet{}, err
+	}
+	k := namesOf(st, nil, nil)
+	if _, _, fromPod := lab.PodRef(f.From); fromPod || f.Service != "" {
+		if k, err = kubernetesNames(ctx, p, name, st); err != nil {
+			return request.Packet{}, err
 		}
 	}
-	return "", false
+	return f.InLab(name, k)
 }
 
 // namesMissing begins the Missing entry of a snapshot taken while the lab's apiserver did not answer.
@@ -211,61 +214,6 @@ func namesOf(st lab.Status, pods []v1.Pod, svcs []v1.Service) *snapshot.Kubernet
 		k.Services = append(k.Services, s)
 	}
 	return k
-}
-
-// ServiceDst is where `--service NAME[:PORT]` sends the packet: IP:nodePort of the Service's port on node, or,
-// with clusterIP, its ClusterIP and port (node is then not asked for).
-func ServiceDst(ctx context.Context, p lab.Provider, name, node, service string, clusterIP bool) (string, error) {
-	var n lab.Node
-	if !clusterIP {
-		st, err := p.Status(ctx, name)
-		if err != nil {
-			return "", err
-		}
-		if n, err = NodeOf(st, node); err != nil {
-			return "", err
-		}
-	}
-	w, err := p.Workloads(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	svcs, err := w.Services(ctx)
-	if err != nil {
-		return "", err
-	}
-	svcName, port, _ := strings.Cut(service, ":")
-	ns, svcName, ok := strings.Cut(svcName, "/")
-	if !ok {
-		ns, svcName = "default", ns
-	}
-	var known []string
-	for _, s := range svcs {
-		known = append(known, s.Namespace+"/"+s.Name)
-		if s.Namespace != ns || s.Name != svcName {
-			continue
-		}
-		forPort := map[bool]string{true: "", false: " for port " + port}[port == ""]
-		if clusterIP && (s.Spec.ClusterIP == "" || s.Spec.ClusterIP == "None") {
-			return "", fmt.Errorf("service %s/%s has no ClusterIP (headless)", ns, svcName)
-		}
-		for _, sp := range s.Spec.Ports {
-			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) {
-				continue
-			}
-			if clusterIP {
-				return fmt.Sprintf("%s:%d", s.Spec.ClusterIP, sp.Port), nil
-			}
-			if sp.NodePort != 0 {
-				return fmt.Sprintf("%s:%d", n.IP, sp.NodePort), nil
-			}
-		}
-		if clusterIP {
-			return "", fmt.Errorf("service %s/%s has no port %s", ns, svcName, port)
-		}
-		return "", fmt.Errorf("service %s/%s has no NodePort%s (--cluster-ip for its ClusterIP)", ns, svcName, forPort)
-	}
-	return "", &lab.NotFoundError{Kind: "service", Name: ns + "/" + svcName, Known: known}
 }
 
 // execIn runs a node command in where (a node, a pod or the lab's client) of lab name.

@@ -29,7 +29,9 @@ var rules = []rule{
 		"sigs.k8s.io/kind/", "helm.sh/helm/", "k8s.io/kubernetes/pkg/proxy"},
 		why: "the inspector works offline on a snapshot: providers, Helm, kind and the upstream proxiers are the lab's"},
 	{under: "inspect/render", forbidden: []string{"k8s.io/client-go/"},
-		why: "the renderer draws a trace, a snapshot's objects or a doctor's report offline: a lab's client (client-go, which package lab links) is not its to link"},
+		why: "the renderer draws a trace, a snapshot's objects or a doctor's report offline: a lab's client (client-go) is not its to link"},
+	{under: "lab", exact: true, forbidden: []string{"k8s.io/client-go/"},
+		why: "package lab holds the contracts and names the offline inspector reads too (--node, pod/NAME): the kubeconfig files are lab/kubeconfig's"},
 	{under: "scenarios", forbidden: []string{module + "/lab/netns", module + "/lab/kind", module + "/lab/providers", "sigs.k8s.io/kind/"},
 		why: "the scenario runner drives the k8sguide binary as a student would: a lab's provider is the binary's, not the runner's"},
 	{under: "cmd/k8sguide", forbidden: labPrograms,
@@ -44,7 +46,7 @@ func init() {
 			forbidden: []string{module + "/dataplanes/engines", module + "/dataplanes/iptables", module + "/dataplanes/nftables", module + "/dataplanes/ipvs", module + "/dataplanes/ebpf"}})
 	}
 	// What reads a snapshot or a pasted dump works offline: no lab's client.
-	for _, offline := range []string{"inspect/tracer", "inspect/stages", "inspect/snapshot", "inspect/paste"} {
+	for _, offline := range []string{"inspect/tracer", "inspect/stages", "inspect/snapshot", "inspect/paste", "inspect/request"} {
 		rules = append(rules, rule{under: offline, forbidden: []string{"k8s.io/client-go/rest", "k8s.io/client-go/transport"},
 			why: "the offline inspector reads a snapshot or a pasted dump: the client-go transport is a live lab's"})
 	}

@@ -45,11 +45,11 @@ func TestConnectFromNoSuchPod(t *testing.T) {
 	fakeLabs(t, "k36")
 	fakeAPIServer(t, "k36", `{"metadata":{"name":"web-1","namespace":"default"}}`)
 	status, out, errOut := run("connect", "10.96.0.1:80", "--from", "pod/nosuch")
-	if status == 0 || errOut != "ERROR: no pod nosuch in lab k36 (pods: web-1)\n" || out != "" {
+	if status == 0 || errOut != "ERROR: --from pod/nosuch: no such pod, nor a pod of a Deployment nosuch (pods: web-1)\n" || out != "" {
 		t.Errorf("connect --from pod/nosuch: status %d, stdout %q, stderr %q; want one line naming the pod, non-zero", status, out, errOut)
 	}
 	status, _, errOut = run("connect", "10.96.0.1:80", "--from", "pod/other/web-1")
-	if status == 0 || !strings.Contains(errOut, "no pod web-1 in namespace other of lab k36") {
+	if status == 0 || !strings.Contains(errOut, "no such pod, nor a pod of a Deployment web-1 (no pods in namespace other)") {
 		t.Errorf("connect --from pod/other/web-1 (it is in default): status %d, stderr %q", status, errOut)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +17,7 @@ import (
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
-	"github.com/k8sguide/k8sguide/inspect/snapshot"
+	"github.com/k8sguide/k8sguide/inspect/request"
 	"github.com/k8sguide/k8sguide/inspect/stages"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
@@ -57,7 +56,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl.BoolVar(&f.ClusterIP, "cluster-ip", false, "with --service: its ClusterIP and port instead of the node's NodePort")
 	fl.StringVar(&f.Dst, "dst", "", "instead of --service: the destination IP:PORT (the same in every source)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME (NAME: a pod, or a Deployment, whose pod on the node is taken)")
-	fl.StringVar(&f.Node, "node", "", "the node whose rules the packet meets, in each lab (e.g. worker2; default: the pod's node, else the node that owns --dst, else the lab's last node)")
+	fl.StringVar(&f.Node, "node", "", "the node whose rules the packet meets, in each lab (e.g. worker2; default: the pod's node, else the node that owns --dst, else with --service the lab's last node)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp or udp")
 	fl.StringVarP(&f.Output, "output", "o", "table", "table (fits the terminal), json or html (a self-contained page)")
 	return cmd
@@ -84,23 +83,8 @@ func (f *flags) check() error {
 	if given != 1 {
 		return fmt.Errorf("say what to compare with one of --name LAB (repeated), --snapshot FILE (repeated) or --dataplanes DP,DP,...; they do not mix")
 	}
-	switch {
-	case f.Service == "" && f.Dst == "":
-		return fmt.Errorf("--service NAME or --dst IP:PORT is required")
-	case f.Service != "" && f.Dst != "":
-		return fmt.Errorf("--service and --dst both say where the packet goes: give one")
-	case f.ClusterIP && f.Service == "":
-		return fmt.Errorf("--cluster-ip goes with --service")
-	}
-	if f.Dst != "" {
-		if _, err := ktrace.ParseDst(f.Dst); err != nil {
-			return fmt.Errorf("--dst %v", err)
-		}
-	}
-	if f.From != "client" && f.From != "node" {
-		if _, _, ok := lab.PodRef(f.From); !ok {
-			return fmt.Errorf("--from %q: want client, node or pod/NAME", f.From)
-		}
+	if err := f.packet().Check(); err != nil {
+		return err
 	}
 	if f.Proto != "tcp" && f.Proto != "udp" {
 		return fmt.Errorf("--proto %q: want tcp or udp", f.Proto)
@@ -198,176 +182,34 @@ func sameService(dst string, cols []stages.Column) error {
 		dst, strings.Join(each, "; "))
 }
 
-// traceOf traces the packet in one source.
+// packet is the packet the flags name, for package request.
+func (f *flags) packet() request.Flags {
+	return request.Flags{Node: f.Node, Service: f.Service, Dst: f.Dst, From: f.From, Proto: f.Proto, ClusterIP: f.ClusterIP}
+}
+
+// traceOf traces the packet in one source: a snapshot's node, or the lab's node package request's rule picks.
 func traceOf(ctx context.Context, src source, f *flags, in io.Reader) (*ktrace.Trace, error) {
-	var s *snapshot.Snapshot
 	if src.file != "" {
-		var err error
-		if s, err = tracer.LoadFile(src.file, in, nil); err != nil {
-			return nil, err
-		}
-	} else {
-		p, err := providers.ForLab(src.lab)
+		s, err := tracer.LoadFile(src.file, in, nil)
 		if err != nil {
 			return nil, err
 		}
-		node, err := labNode(ctx, p, src.lab, f)
+		pk, err := f.packet().OnNode(s)
 		if err != nil {
 			return nil, err
 		}
-		if s, err = live.Snapshot(ctx, p, src.lab, node); err != nil {
-			return nil, err
-		}
+		return tracer.Trace(s, pk.Request)
 	}
-	req, err := request(s, f)
+	p, err := providers.ForLab(src.lab)
 	if err != nil {
 		return nil, err
 	}
-	return tracer.Trace(s, req)
-}
-
-// labNode is the node whose rules the packet meets in a lab, by trace's rule: --node (full or short name); else a
-// pod's own node; else the node that owns --dst. Where trace then asks for --node, compare takes the lab's last
-// node (a worker, the one the guide's examples use): --service's NodePort or ClusterIP in each lab.
-func labNode(ctx context.Context, p lab.Provider, name string, f *flags) (string, error) {
-	st, err := p.Status(ctx, name)
+	pk, err := live.Resolve(ctx, p, src.lab, f.packet())
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if f.Node != "" {
-		node, err := lab.ResolveNode(st.NodeNames(), name, f.Node)
-		if err != nil {
-			return "", fmt.Errorf("--node: %w", err)
-		}
-		return node, nil
-	}
-	if _, _, isPod := lab.PodRef(f.From); isPod {
-		w, err := p.Workloads(ctx, name)
-		if err != nil {
-			return "", err
-		}
-		pods, err := w.Pods(ctx)
-		if err != nil {
-			return "", err
-		}
-		pod, err := pickPod(namesOf(pods), f.From, "")
-		if err != nil {
-			return "", err
-		}
-		return pod.Node, nil
-	}
-	if node, ok := live.DstNode(st, f.Dst); ok {
-		return node, nil
-	}
-	if len(st.Nodes) == 0 {
-		return "", fmt.Errorf("lab %s has no nodes", name)
-	}
-	return st.Nodes[len(st.Nodes)-1].Name, nil
-}
-
-func namesOf(pods []v1.Pod) []snapshot.Pod {
-	var out []snapshot.Pod
-	for _, p := range pods {
-		if p.Status.PodIP != "" {
-			out = append(out, snapshot.Pod{Namespace: p.Namespace, Name: p.Name, IP: p.Status.PodIP, Node: p.Spec.NodeName})
-		}
-	}
-	return out
-}
-
-// pickPod reads --from pod/NAME in one source: the pod of that name; else, since pod names differ per lab, a pod of
-// the Deployment NAME (NAME-<hash>-<id>), on node when given, the first by name.
-func pickPod(pods []snapshot.Pod, from, node string) (snapshot.Pod, error) {
-	ns, name, _ := lab.PodRef(from)
-	var known []string
-	var mine []snapshot.Pod
-	for _, p := range pods {
-		if ns != "" && p.Namespace != ns {
-			continue
-		}
-		if p.Name == name {
-			if node != "" && p.Node != node {
-				return p, fmt.Errorf("--from %s runs on %s, not on %s (the node this source is of)", from, p.Node, node)
-			}
-			return p, nil
-		}
-		known = append(known, p.Name)
-		if rest, ok := strings.CutPrefix(p.Name, name+"-"); ok && strings.Count(rest, "-") == 1 && (node == "" || p.Node == node) {
-			mine = append(mine, p)
-		}
-	}
-	if len(mine) > 0 {
-		sort.Slice(mine, func(i, j int) bool { return mine[i].Name < mine[j].Name })
-		return mine[0], nil
-	}
-	where := ""
-	if node != "" {
-		where = " on " + node
-	}
-	return snapshot.Pod{}, fmt.Errorf("--from %s: no such pod, nor a pod of a Deployment %s%s (pods: %s)", from, name, where, strings.Join(known, ", "))
-}
-
-// request is the packet in one source: --service resolved to its NodePort on the source's node (or its
-// ClusterIP), --from pod/NAME to one of its pods.
-func request(s *snapshot.Snapshot, f *flags) (tracer.Request, error) {
-	req := tracer.Request{Dst: f.Dst, Proto: f.Proto, From: f.From}
-	k := s.Kubernetes
-	if _, _, isPod := lab.PodRef(f.From); isPod {
-		if k == nil {
-			return req, fmt.Errorf("--from %s: the input names no pods", f.From)
-		}
-		pod, err := pickPod(k.Pods, f.From, s.Node)
-		if err != nil {
-			return req, err
-		}
-		req.From = "pod/" + pod.Name
-	}
-	if f.Service == "" {
-		return req, nil
-	}
-	if k == nil {
-		return req, fmt.Errorf("--service %s: the input names no Services (a pasted dump?): use --dst", f.Service)
-	}
-	name, port, _ := strings.Cut(f.Service, ":")
-	ns, name, ok := strings.Cut(name, "/")
-	if !ok {
-		ns, name = "default", ns
-	}
-	var known []string
-	for _, svc := range k.Services {
-		known = append(known, svc.Namespace+"/"+svc.Name)
-		if svc.Namespace != ns || svc.Name != name {
-			continue
-		}
-		for _, sp := range svc.Ports {
-			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) || !strings.EqualFold(sp.Protocol, f.Proto) {
-				continue
-			}
-			if f.ClusterIP {
-				if svc.ClusterIP == "" || svc.ClusterIP == "None" {
-					return req, fmt.Errorf("service %s/%s has no ClusterIP", ns, name)
-				}
-				req.Dst = fmt.Sprintf("%s:%d", svc.ClusterIP, sp.Port)
-				return req, nil
-			}
-			if sp.NodePort == 0 {
-				return req, fmt.Errorf("service %s/%s has no NodePort (add --cluster-ip for its ClusterIP)", ns, name)
-			}
-			ip := ""
-			for _, n := range k.Nodes {
-				if n.Name == s.Node {
-					ip = n.IP
-				}
-			}
-			if ip == "" {
-				return req, fmt.Errorf("the address of node %q is not known", s.Node)
-			}
-			req.Dst = fmt.Sprintf("%s:%d", ip, sp.NodePort)
-			return req, nil
-		}
-		return req, fmt.Errorf("service %s/%s has no %s port %s", ns, name, f.Proto, port)
-	}
-	return req, &lab.NotFoundError{Kind: "service", Name: ns + "/" + name, Known: known}
+	t, _, err := live.Trace(ctx, p, src.lab, pk.Node, pk.Request)
+	return t, err
 }
 
 // shortLived builds a netns lab per dataplane, one after another (each takes both cores a while), with the

@@ -9,6 +9,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/request"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
@@ -52,6 +53,9 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 			}
 			// Bad input first: it needs no lab to be refused.
 			if _, err := trace.ParseDst(args[0]); err != nil {
+				return err // the address is an argument, not --dst
+			}
+			if err := (request.Flags{Dst: args[0], From: f.From}).Check(); err != nil {
 				return err
 			}
 			if f.Count < 1 || f.Count > MaxCount {
@@ -100,7 +104,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.Name, "name", "", providers.NameUsage)
-	cmd.Flags().StringVar(&f.From, "from", "client", "where the connections start: client, node (with --node) or pod/NAME")
+	cmd.Flags().StringVar(&f.From, "from", "client", "where the connections start: client, node (with --node) or pod/NAME (a pod, or one of the Deployment NAME)")
 	cmd.Flags().StringVar(&f.Node, "node", "", "with --from node: the node")
 	cmd.Flags().IntVar(&f.Count, "count", 1, "connections to make")
 	cmd.Flags().IntVar(&f.Parallel, "parallel", 1, "connections under way at once (1: one after another, so each follows what the node remembers of the last, as with session affinity)")

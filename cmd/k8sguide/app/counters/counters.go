@@ -6,10 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
-	"github.com/k8sguide/k8sguide/inspect/tracer"
+	"github.com/k8sguide/k8sguide/inspect/request"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/providers"
 )
@@ -26,7 +25,7 @@ const MaxCount = 10000
 func NewCommand(streams lab.Streams) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
-		Use:   "counters --node NODE (--service NAME | --dst IP:PORT) [--count 300]",
+		Use:   "counters (--service NAME | --dst IP:PORT) [--node NODE] [--count 300]",
 		Short: "Make N real connections and put what the kernel counted beside the trace's chances",
 		Long: "Traces a packet from the client to a node's NodePort (or --dst), makes --count real connections like it,\n" +
 			"and prints each endpoint's chance in the trace beside the share of connections its pod answered; on\n" +
@@ -40,7 +39,7 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", "", providers.NameUsage)
-	fl.StringVar(&f.Node, "node", "", "the node the packets are sent to (name, short name or N; required)")
+	fl.StringVar(&f.Node, "node", "", "the node the packets are sent to (name or short name; default: the one that owns --dst, else with --service the lab's last)")
 	fl.StringVar(&f.Service, "service", "", "a Service: its NodePort on --node")
 	fl.StringVar(&f.Dst, "dst", "", "IP:PORT instead of --service")
 	fl.IntVar(&f.Count, "count", 300, fmt.Sprintf("connections to make (1-%d)", MaxCount))
@@ -60,37 +59,21 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if f.Parallel < 1 || f.Parallel > 64 {
 		return fmt.Errorf("--parallel %d: want 1 to 64", f.Parallel)
 	}
-	if f.Node == "" {
-		return fmt.Errorf("--node is required: the node whose rules the connections meet")
-	}
-	if (f.Service == "") == (f.Dst == "") {
-		return fmt.Errorf("give one of --service NAME and --dst IP:PORT")
-	}
-	if f.Dst != "" {
-		if _, err := ktrace.ParseDst(f.Dst); err != nil {
-			return fmt.Errorf("--dst %v", err)
-		}
+	// The client's connections to a NodePort: --from and --cluster-ip are not counters' to choose.
+	packet := request.Flags{Node: f.Node, Service: f.Service, Dst: f.Dst}
+	if err := packet.Check(); err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 	if err != nil {
 		return err
 	}
-	st, err := p.Status(ctx, f.Name)
+	pk, err := live.Resolve(ctx, p, f.Name, packet)
 	if err != nil {
 		return err
 	}
-	node, err := lab.ResolveNode(st.NodeNames(), f.Name, f.Node)
-	if err != nil {
-		return fmt.Errorf("--node: %w", err)
-	}
-	dst := f.Dst
-	if dst == "" {
-		if dst, err = live.ServiceDst(ctx, p, f.Name, node, f.Service, false); err != nil {
-			return err
-		}
-	}
-	c, err := live.Count(ctx, p, f.Name, node, tracer.Request{Dst: dst}, f.Count, f.Parallel)
+	c, err := live.Count(ctx, p, f.Name, pk.Node, pk.Request, f.Count, f.Parallel)
 	if err != nil {
 		return err
 	}

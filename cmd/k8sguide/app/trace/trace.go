@@ -13,6 +13,7 @@ import (
 	ktrace "github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/inspect/render"
+	"github.com/k8sguide/k8sguide/inspect/request"
 	"github.com/k8sguide/k8sguide/inspect/stages"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
 	"github.com/k8sguide/k8sguide/lab"
@@ -40,11 +41,11 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", "", providers.NameUsage)
 	fl.StringVar(&f.Dst, "dst", "", "destination IP:PORT (a node IP and NodePort, a ClusterIP and port, …)")
-	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on --node")
+	fl.StringVar(&f.Service, "service", "", "instead of --dst: the NodePort of this Service ([NAMESPACE/]NAME[:PORT]) on the node (--node, else the lab's last)")
 	fl.BoolVar(&f.ClusterIP, "cluster-ip", false, "with --service: its ClusterIP and port instead of --node's NodePort")
 	fl.StringVar(&f.Src, "src", "", "source IP[:PORT] (default: the client's, node's or pod's own address)")
 	fl.StringVar(&f.Proto, "proto", "tcp", "tcp, udp or sctp")
-	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst)")
+	fl.StringVar(&f.Node, "node", "", "node whose rules the packet meets (default: --from pod's node, else the one that owns --dst, else with --service the lab's last)")
 	fl.StringVar(&f.Snapshot, "snapshot", "", "trace offline from `FILE` (- for stdin): a snapshot, or what iptables-save, -S or -L, nft list ruleset (or -j, or -f input), ipvsadm -L[n] printed, as pasted")
 	fl.StringSliceVar(&f.LocalAddresses, "local-addresses", nil, "with --snapshot: the node's own addresses (for raw rule dumps)")
 	fl.StringVar(&f.From, "from", "client", "where the packet starts: client, node or pod/NAME")
@@ -65,11 +66,15 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 	if err := f.check(format); err != nil {
 		return err
 	}
-	req := tracer.Request{Dst: f.Dst, Src: f.Src, Proto: f.Proto, From: f.From, InIface: f.InIface, OutIface: f.OutIface}
 	if f.Snapshot != "" {
-		return fromFile(cmd.Context(), streams, f, req, format)
+		return fromFile(cmd.Context(), streams, f, format)
 	}
-	return fromLab(cmd, streams, f, req, format)
+	return fromLab(cmd, streams, f, format)
+}
+
+// packet is the packet the flags name, for package request.
+func (f *flags) packet() request.Flags {
+	return request.Flags{Node: f.Node, Service: f.Service, Dst: f.Dst, Src: f.Src, From: f.From, Proto: f.Proto, ClusterIP: f.ClusterIP}
 }
 
 // check refuses flags that do not go together, before anything is read.
@@ -77,17 +82,8 @@ func (f *flags) check(format render.Format) error {
 	if picture := format == "svg" || format == "html" || format == "dot"; picture && (f.Verify || f.Summary) {
 		return fmt.Errorf("-o %s draws the trace; --verify and --summary print a table (or JSON)", format)
 	}
-	if f.ClusterIP && (f.Service == "" || f.Dst != "") {
-		return fmt.Errorf("--cluster-ip goes with --service (instead of --dst): the Service's ClusterIP and port")
-	}
-	_, _, fromPod := lab.PodRef(f.From)
-	if f.Dst == "" && (f.Service == "" || f.Snapshot != "" || f.Node == "" && !(f.ClusterIP && fromPod)) {
-		return fmt.Errorf("--dst IP:PORT is required (or, on a live lab, --service NAME with --node NODE, or --cluster-ip with --node or --from pod/NAME)")
-	}
-	if f.Dst != "" {
-		if _, err := ktrace.ParseDst(f.Dst); err != nil {
-			return fmt.Errorf("--dst %v", err)
-		}
+	if err := f.packet().Check(); err != nil {
+		return err
 	}
 	if f.Explain && (format != "table" && format != "wide" || f.Verify || f.Summary) {
 		return fmt.Errorf("--explain adds a sentence per stage to the trace table: not with -o %s, --verify or --summary", format)
@@ -98,6 +94,9 @@ func (f *flags) check(format render.Format) error {
 	if f.Snapshot != "" && f.Verify {
 		return fmt.Errorf("--verify sends a real packet: it needs a live lab (--node), not --snapshot")
 	}
+	if f.Snapshot != "" && f.Node != "" {
+		return fmt.Errorf("--node picks a lab's node; a snapshot is of one node already")
+	}
 	if f.Snapshot == "" && len(f.LocalAddresses) > 0 {
 		if _, err := parseAddrs(f.LocalAddresses); err != nil {
 			return err
@@ -107,32 +106,21 @@ func (f *flags) check(format render.Format) error {
 	return nil
 }
 
-// fromLab traces (or verifies) the packet on a live lab's node.
-func fromLab(cmd *cobra.Command, streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
+// fromLab traces (or verifies) the packet on a live lab's node, the one package request's rule picks.
+func fromLab(cmd *cobra.Command, streams lab.Streams, f *flags, format render.Format) error {
 	p, err := providers.ForLabFlag(&f.Name, cmd.Flags().Changed("name"))
 	if err != nil {
 		return err
 	}
-	if f.Node != "" {
-		if f.Node, err = resolveNode(cmd, p, f); err != nil {
-			return err
-		}
-	}
-	if f.Dst == "" {
-		if req.Dst, err = live.ServiceDst(cmd.Context(), p, f.Name, f.Node, f.Service, f.ClusterIP); err != nil {
-			return err
-		}
-		f.Dst = req.Dst
-	}
-	node, err := nodeOf(cmd, p, f)
+	ctx := cmd.Context()
+	pk, err := live.Resolve(ctx, p, f.Name, f.packet())
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	if f.Verify {
-		return verify(ctx, streams, p, f, node, req, format)
+		return verify(ctx, streams, p, f, pk.Node, pk.Request, format)
 	}
-	t, s, err := live.Trace(ctx, p, f.Name, node, req)
+	t, s, err := live.Trace(ctx, p, f.Name, pk.Node, pk.Request)
 	if err != nil {
 		return err
 	}
@@ -163,7 +151,8 @@ func verify(ctx context.Context, streams lab.Streams, p lab.Provider, f *flags, 
 	return nil
 }
 
-func fromFile(ctx context.Context, streams lab.Streams, f *flags, req tracer.Request, format render.Format) error {
+// fromFile traces the packet on a snapshot or a pasted dump, the one node it is of.
+func fromFile(ctx context.Context, streams lab.Streams, f *flags, format render.Format) error {
 	local, err := parseAddrs(f.LocalAddresses)
 	if err != nil {
 		return err
@@ -172,6 +161,12 @@ func fromFile(ctx context.Context, streams lab.Streams, f *flags, req tracer.Req
 	if err != nil {
 		return err
 	}
+	pk, err := f.packet().OnNode(s)
+	if err != nil {
+		return err
+	}
+	req := pk.Request
+	req.InIface, req.OutIface = f.InIface, f.OutIface
 	t, err := tracer.Trace(s, req)
 	if err != nil {
 		return err
@@ -218,64 +213,4 @@ func parseAddrs(ss []string) ([]netip.Addr, error) {
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// resolveNode reads --node as the tool prints nodes: LAB-worker2 or worker2.
-func resolveNode(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
-	st, err := p.Status(cmd.Context(), f.Name)
-	if err != nil {
-		return "", err
-	}
-	node, err := lab.ResolveNode(st.NodeNames(), f.Name, f.Node)
-	if err != nil {
-		return "", fmt.Errorf("--node: %w", err)
-	}
-	return node, nil
-}
-
-// nodeOf is the node whose rules the packet meets: a pod's packets meet its own node's (--node, if given, must
-// be that one); else --node; else the node that owns --dst.
-func nodeOf(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
-	ns, name, isPod := lab.PodRef(f.From)
-	if !isPod {
-		if f.Node != "" {
-			return f.Node, nil
-		}
-		return nodeFor(cmd, p, f)
-	}
-	w, err := p.Workloads(cmd.Context(), f.Name)
-	if err != nil {
-		return "", err
-	}
-	pods, err := w.Pods(cmd.Context())
-	if err != nil {
-		return "", err
-	}
-	var names []string
-	for _, pod := range pods {
-		if pod.Name == name && (ns == "" || pod.Namespace == ns) {
-			switch {
-			case pod.Spec.NodeName == "":
-				return "", fmt.Errorf("--from %s: the pod is not scheduled on a node yet", f.From)
-			case f.Node != "" && f.Node != pod.Spec.NodeName:
-				return "", fmt.Errorf("--from %s runs on %s, not %s: a pod's packets meet its own node's rules (leave --node out)", f.From, pod.Spec.NodeName, f.Node)
-			}
-			return pod.Spec.NodeName, nil
-		}
-		names = append(names, "pod/"+pod.Name)
-	}
-	return "", fmt.Errorf("--from %s: no such pod in lab %s (pods: %s)", f.From, f.Name, strings.Join(names, ", "))
-}
-
-// nodeFor picks the node that owns the destination address, for `trace --dst NODEIP:PORT`.
-func nodeFor(cmd *cobra.Command, p lab.Provider, f *flags) (string, error) {
-	st, err := p.Status(cmd.Context(), f.Name)
-	if err != nil {
-		return "", err
-	}
-	if node, ok := live.DstNode(st, f.Dst); ok {
-		return node, nil
-	}
-	ip, _, _ := strings.Cut(f.Dst, ":")
-	return "", fmt.Errorf("--dst %s is not a node address: say which node's rules to walk with --node (one of %s)", ip, strings.Join(st.NodeNames(), ", "))
 }
