@@ -240,10 +240,30 @@ var (
 	}
 )
 
+// Fake is a provider that lists its labs itself (inspect/live/livetest's, over snapshots).
+type Fake interface {
+	lab.Provider
+	Labs() []string
+}
+
+// fake, set by UseFake, holds every lab there is: tests of the commands that read a lab run them against it.
+var fake Fake
+
+// UseFake makes p the provider of every lab (ForLab, ForLabFlag, Labs) until restore is called; for tests, which
+// then read labs without root or Docker.
+func UseFake(p Fake) (restore func()) {
+	old := fake
+	fake = p
+	return func() { fake = old }
+}
+
 // Labs names the labs that exist, sorted: the netns labs, and kind's clusters when a Docker engine answers. As
 // ForLab, it looks only at $K8SGUIDE_PROVIDER's provider when that is set. A store this user may not read is
 // an error (state.NeedsRootError) rather than no netns labs: the labs it hides would make the answer wrong.
 func Labs(ctx context.Context) ([]string, error) {
+	if fake != nil {
+		return fake.Labs(), nil
+	}
 	var labs []string
 	if os.Getenv(Env) != "kind" {
 		names, err := netnsLabs()
@@ -267,6 +287,9 @@ func Labs(ctx context.Context) ([]string, error) {
 func ForLab(name string) (lab.Provider, error) {
 	if err := lab.ValidateName(name); err != nil {
 		return nil, err
+	}
+	if fake != nil {
+		return fake, nil
 	}
 	switch os.Getenv(Env) {
 	case "netns":

@@ -111,38 +111,42 @@ func TestGolden(t *testing.T) {
 	// The table views fit a classroom projector's 100 columns (the files pin them at that width).
 	t.Setenv("COLUMNS", "100")
 	for _, c := range goldenCases() {
-		t.Run(c.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			status := Run(c.args, strings.NewReader(""), &stdout, &stderr)
-			if strings.HasSuffix(c.name, ".table") && (c.args[0] == "trace" || c.args[0] == "compare") || c.name == "lb-list.table" {
-				for line := range strings.Lines(stdout.String()) {
-					if w := render.TextWidth(strings.TrimSuffix(line, "\n")); w > 100 {
-						t.Errorf("a line of %d columns with COLUMNS=100: %q", w, line)
-					}
-				}
+		t.Run(c.name, func(t *testing.T) { checkGolden(t, c) })
+	}
+}
+
+// checkGolden runs c and compares what it printed with its file under testdata/golden (-update writes it).
+func checkGolden(t *testing.T, c goldenCase) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	status := Run(c.args, strings.NewReader(""), &stdout, &stderr)
+	if strings.HasSuffix(c.name, ".table") && (c.args[0] == "trace" || c.args[0] == "compare") || c.name == "lb-list.table" {
+		for line := range strings.Lines(stdout.String()) {
+			if w := render.TextWidth(strings.TrimSuffix(line, "\n")); w > 100 {
+				t.Errorf("a line of %d columns with COLUMNS=100: %q", w, line)
 			}
-			got := fmt.Sprintf("$ k8sguide %s\n# exit status %d\n# stdout\n%s# stderr\n%s", strings.Join(c.args, " "), status, stdout.String(), stderr.String())
-			if strings.HasSuffix(c.name, ".svg") {
-				// Kept as a plain SVG, to be looked at: the command must have succeeded quietly.
-				if status != 0 || stderr.Len() > 0 {
-					t.Fatalf("k8sguide %s: exit status %d: %s", strings.Join(c.args, " "), status, stderr.String())
-				}
-				got = stdout.String()
-			}
-			path := filepath.Join("testdata", "golden", c.name)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to write it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("k8sguide %s printed something else than %s:\n%s", strings.Join(c.args, " "), path, linediff.First(string(want), got))
-			}
-		})
+		}
+	}
+	got := fmt.Sprintf("$ k8sguide %s\n# exit status %d\n# stdout\n%s# stderr\n%s", strings.Join(c.args, " "), status, stdout.String(), stderr.String())
+	if strings.HasSuffix(c.name, ".svg") {
+		// Kept as a plain SVG, to be looked at: the command must have succeeded quietly.
+		if status != 0 || stderr.Len() > 0 {
+			t.Fatalf("k8sguide %s: exit status %d: %s", strings.Join(c.args, " "), status, stderr.String())
+		}
+		got = stdout.String()
+	}
+	path := filepath.Join("testdata", "golden", c.name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("k8sguide %s printed something else than %s:\n%s", strings.Join(c.args, " "), path, linediff.First(string(want), got))
 	}
 }
