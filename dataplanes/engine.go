@@ -18,6 +18,9 @@ type Engine interface {
 	Name() Name
 	// Lab is the dataplane's lab face: how a lab runs it and the guide names it (see Lab).
 	Lab() Lab
+	// Live is what a running node's readers ask of the dataplane: how it serves, where it records its choices
+	// (see Live).
+	Live() Live
 	// Collect reads this engine's part of a snapshot in the node the calling process runs in. A node without the
 	// engine gives an empty Part and no error (most nodes have no IPVS table or Cilium maps). What could be read
 	// only in part is reported through o.Missing.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 )
 
@@ -162,10 +163,7 @@ func checkSock(v *trace.Verification) {
 
 // ServiceChoice is one CT_SERVICE entry's record: the backend the datapath chose, and the entry's lifetime,
 // which the datapath renews on each packet of the connection.
-type ServiceChoice struct {
-	Backend  netip.AddrPort
-	Lifetime uint32
-}
+type ServiceChoice = dataplanes.Choice
 
 // ServiceChoices are the datapath's own records of where it sent connections from client to frontend: the
 // CT_SERVICE entries of node part (the keys lb4_local looks up: daddr the frontend, saddr the client, dport the

@@ -10,7 +10,8 @@ import (
 
 // TestLabFaces checks what the providers, the scenario runner and the guide take from every engine's lab face
 // without asking again: a title, a short name that fits a lab name, kube-proxy's mode or an agent (not both), and
-// aliases a shell accepts, each running one thing.
+// aliases a shell accepts, each running one thing; and, from the Live face, where counters finds the kernel's
+// record of the choices.
 func TestLabFaces(t *testing.T) {
 	shortName := regexp.MustCompile(`^[a-z0-9]{1,4}$`)
 	aliasName := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
@@ -37,6 +38,16 @@ func TestLabFaces(t *testing.T) {
 			if (len(a.Node) == 0) == (len(a.Command) == 0) {
 				t.Errorf("%s: alias %s: want a node command or a k8sguide command", d, a.Name)
 			}
+		}
+		live := e.Live()
+		if live.CountingTable == "" && live.NoCounts == "" {
+			t.Errorf("%s: Live: no CountingTable and no NoCounts: counters would say nothing of the rules' counts", d)
+		}
+		if !live.Conntrack && live.Choices == nil {
+			t.Errorf("%s: Live: neither Conntrack nor Choices: counters would have no kernel record of the choices", d)
+		}
+		if (live.Choices == nil) != (live.Record == "") {
+			t.Errorf("%s: Live: Choices and Record go together (Record says what Choices reads)", d)
 		}
 		if _, ok := e.(dataplanes.Explainer); !ok {
 			t.Errorf("%s: no Explainer: its traces would be told without sentences", d)

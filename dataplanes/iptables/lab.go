@@ -13,3 +13,10 @@ func (Engine) Lab() dataplanes.Lab {
 		Aliases:       []dataplanes.Alias{{Name: "ipt", Node: []string{"iptables", "-t", "nat", "-nvL"}}},
 	}
 }
+
+// Live is the iptables dataplane's face for a running node: pods' packets to a ClusterIP meet PREROUTING's rules;
+// the nat rules of the statistic cascade count the packets each choice took, and each connection leaves its
+// conntrack entry.
+func (Engine) Live() dataplanes.Live {
+	return dataplanes.Live{PodsWalkClusterIPs: true, CountingTable: "nat", Conntrack: true}
+}

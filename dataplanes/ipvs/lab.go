@@ -19,3 +19,12 @@ func (Engine) Lab() dataplanes.Lab {
 		},
 	}
 }
+
+// Live is the IPVS dataplane's face for a running node: pods' packets to a ClusterIP meet PREROUTING and IPVS;
+// a Local policy with no local endpoint sends to every endpoint (kube-proxy's ipvs syncEndpoint,
+// kubernetes#97081); IPVS counts per real server, not per choice rule, and each connection leaves its conntrack
+// entry.
+func (Engine) Live() dataplanes.Live {
+	return dataplanes.Live{PodsWalkClusterIPs: true, LocalFallsBackToAll: true, Conntrack: true,
+		NoCounts: "IPVS has no choice rules to count: the kernel's record of the choice is conntrack's"}
+}

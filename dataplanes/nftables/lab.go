@@ -13,3 +13,10 @@ func (Engine) Lab() dataplanes.Lab {
 		Aliases:       []dataplanes.Alias{{Name: "nft-kp", Node: []string{"nft", "list", "table", "ip", "kube-proxy"}}},
 	}
 }
+
+// Live is the nftables dataplane's face for a running node: pods' packets to a ClusterIP meet the prerouting
+// chain's rules; kube-proxy's rules carry no counters, and each connection leaves its conntrack entry.
+func (Engine) Live() dataplanes.Live {
+	return dataplanes.Live{PodsWalkClusterIPs: true, Conntrack: true,
+		NoCounts: "kube-proxy's nftables rules carry no counters: the kernel's record of the choice is conntrack's"}
+}

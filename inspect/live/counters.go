@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
-	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/netstate"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
@@ -45,20 +45,29 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	if len(c.Endpoints) == 0 {
 		return nil, fmt.Errorf("the trace of %s on %s reaches no endpoint (trace --dst %s --node %s says why): nothing to count", req.Dst, node, req.Dst, node)
 	}
-	rules, chain := choiceRules(t)
+	// What the kernel keeps of each choice is the engine's to say (its Live face): counters on the rules, the
+	// node's conntrack entries, or a record of the engine's own.
+	engine, ok := engines.Get(st.Dataplane)
+	if !ok {
+		return nil, fmt.Errorf("dataplane %q is not one this k8sguide knows: it cannot say where its choices are recorded", st.Dataplane)
+	}
+	face := engine.Live()
+	var rules []trace.CountedRule
+	var chain string
+	if face.CountingTable != "" {
+		rules, chain = choiceRules(t, face.CountingTable)
+	} else if face.NoCounts != "" {
+		c.Notes = append(c.Notes, face.NoCounts)
+	}
 	var read func() (map[string][]uint64, error)
-	if st.Dataplane == dataplanes.IPTables && chain != "" {
+	if chain != "" {
 		exe, err := p.ToolPath(ctx, name, node)
 		if err != nil {
 			return nil, err
 		}
 		read = func() (map[string][]uint64, error) {
-			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, "nat", []string{chain})
+			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, face.CountingTable, []string{chain})
 		}
-	} else if st.Dataplane == dataplanes.EBPF {
-		c.Notes = append(c.Notes, "Cilium's datapath keeps no count of its choices: its record of each is its conntrack map's")
-	} else if st.Dataplane != dataplanes.IPTables {
-		c.Notes = append(c.Notes, fmt.Sprintf("%s's rules carry no per-rule counters: the kernel's record of the choice is conntrack's", st.Dataplane))
 	}
 	var before map[string][]uint64
 	if read != nil {
@@ -67,12 +76,12 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		}
 	}
 	// The kernel's record of each connection's choice: the node's conntrack entries from the client to dst,
-	// whose reply source is the endpoint it was sent to (netfilter dataplanes; Cilium keeps its own table).
+	// whose reply source is the endpoint it was sent to (netfilter dataplanes).
 	var ctBefore map[string]bool
-	ct := st.Dataplane != dataplanes.EBPF
-	// On ebpf, Cilium's: its conntrack map's service entries, each naming the backend it chose.
-	var ciliumBefore map[uint16]ebpf.ServiceChoice
-	choices := func() (map[uint16]ebpf.ServiceChoice, error) {
+	ct := face.Conntrack
+	// Or the engine's own (Cilium's conntrack map's service entries, each naming the backend it chose).
+	var ownBefore map[uint16]dataplanes.Choice
+	choices := func() (map[uint16]dataplanes.Choice, error) {
 		s, err := collect(ctx, p, name, st, node, "")
 		if err != nil {
 			return nil, err
@@ -85,10 +94,10 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		if err != nil {
 			return nil, err
 		}
-		return ebpf.ServiceChoices(s.Part(dataplanes.EBPF), client, frontend)
+		return face.Choices(s.Part(st.Dataplane), client, frontend)
 	}
-	if st.Dataplane == dataplanes.EBPF {
-		if ciliumBefore, err = choices(); err != nil {
+	if face.Choices != nil {
+		if ownBefore, err = choices(); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +136,7 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		}
 		recordChoices(c, chosen, fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", node))
 	}
-	if ciliumBefore != nil {
+	if ownBefore != nil {
 		after, err := choices()
 		if err != nil {
 			return nil, err
@@ -136,11 +145,11 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		for sport, choice := range after {
 			// An entry of the same client port from before the run is new when the run touched it (a
 			// connection of the run reused the port: the datapath renewed the entry's lifetime).
-			if old, ok := ciliumBefore[sport]; !ok || old != choice {
+			if old, ok := ownBefore[sport]; !ok || old != choice {
 				chosen = append(chosen, choice.Backend)
 			}
 		}
-		recordChoices(c, chosen, "the run's new service entries in Cilium's conntrack map (cilium_ct4_global), each naming the backend the datapath chose")
+		recordChoices(c, chosen, face.Record)
 	}
 	if read != nil {
 		after, err := read()
@@ -168,13 +177,13 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	return c, nil
 }
 
-// choiceRules are the rules of the chain where the trace's paths part for their endpoints (kube-proxy's
-// KUBE-SVC-… or KUBE-SVL-… statistic cascade): for each path, the rule of that chain it matched.
-func choiceRules(t *trace.Trace) ([]trace.CountedRule, string) {
+// choiceRules are the rules of the chain of table where the trace's paths part for their endpoints (kube-proxy's
+// KUBE-SVC-… or KUBE-SVL-… statistic cascade, in nat): for each path, the rule of that chain it matched.
+func choiceRules(t *trace.Trace, table string) ([]trace.CountedRule, string) {
 	chain := ""
 	for _, path := range t.Paths {
 		for _, h := range path.Hops {
-			if h.Probability > 0 && h.Table == "nat" && chain == "" {
+			if h.Probability > 0 && h.Table == table && chain == "" {
 				chain = h.Chain
 			}
 		}

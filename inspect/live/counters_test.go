@@ -62,7 +62,7 @@ func TestChoiceRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, chain := choiceRules(tr)
+	rules, chain := choiceRules(tr, "nat")
 	if !strings.HasPrefix(chain, "KUBE-SVC-") || len(rules) != 3 {
 		t.Fatalf("chain %q, rules %+v", chain, rules)
 	}

@@ -21,6 +21,7 @@ import (
 	podutil "k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/snapshot"
 	"github.com/k8sguide/k8sguide/inspect/tracer"
@@ -223,6 +224,11 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 // nodeDiff compares one node's walks with the API, skipping the frontends that agreed already (and adding
 // those that agree now).
 func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps serviceSlices, agreed map[string]bool) (string, error) {
+	engine, ok := engines.Get(st.Dataplane)
+	if !ok {
+		return "", fmt.Errorf("dataplane %q is not one this k8sguide knows: it cannot say how it serves a Service", st.Dataplane)
+	}
+	face := engine.Live()
 	walks := tracer.Open(snap) // parsed once for every Service's walks
 	check := func(req tracer.Request, want []string) (string, error) {
 		key := req.Proto + " " + req.Src + " " + req.Dst + " " + strings.Join(want, ",")
@@ -242,7 +248,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 			if proto != "tcp" && proto != "udp" {
 				continue
 			}
-			if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone && st.Dataplane != dataplanes.EBPF && n.PodCIDR != "" {
+			if svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone && face.PodsWalkClusterIPs && n.PodCIDR != "" {
 				src, err := podNetworkSource(n.PodCIDR)
 				if err != nil {
 					return "", err
@@ -250,7 +256,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 				dst := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
 				req := tracer.Request{Dst: dst, Src: src.String(), Proto: proto, From: "client", Quiet: true}
-				if d, err := check(req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := check(req, expected(face, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "ClusterIP "+dst, d), err
 				}
 			}
@@ -258,7 +264,7 @@ func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Serv
 				local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 				dst := net.JoinHostPort(n.IP, strconv.Itoa(int(port.NodePort)))
 				req := tracer.Request{Dst: dst, Src: unseenClient, Proto: proto, From: "client", Quiet: true}
-				if d, err := check(req, expected(st.Dataplane, &svc, port, eps, n.Name, local)); d != "" || err != nil {
+				if d, err := check(req, expected(face, &svc, port, eps, n.Name, local)); d != "" || err != nil {
 					return describe(n, &svc, "NodePort "+dst, d), err
 				}
 			}
@@ -391,10 +397,11 @@ func endpointsLag(svc *v1.Service, pods []v1.Pod, eps []discoveryv1.EndpointSlic
 
 // expected are the endpoints a node's proxy sends a frontend to: the ready ones, only the node's own under a
 // Local policy — except in IPVS mode, where a Local frontend on a node without a local endpoint gets every
-// endpoint (kube-proxy's ipvs syncEndpoint, kubernetes#97081: so the node's own pods still reach the Service).
-func expected(d dataplanes.Name, svc *v1.Service, port v1.ServicePort, eps []discoveryv1.EndpointSlice, node string, local bool) []string {
+// endpoint (kube-proxy's ipvs syncEndpoint, kubernetes#97081: so the node's own pods still reach the Service),
+// which its Live face says.
+func expected(face dataplanes.Live, svc *v1.Service, port v1.ServicePort, eps []discoveryv1.EndpointSlice, node string, local bool) []string {
 	want := readyEndpoints(svc, port, eps, node, local)
-	if local && len(want) == 0 && d == dataplanes.IPVS {
+	if local && len(want) == 0 && face.LocalFallsBackToAll {
 		want = readyEndpoints(svc, port, eps, node, false)
 	}
 	return want
