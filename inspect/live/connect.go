@@ -27,7 +27,7 @@ func Connections(ctx context.Context, p lab.Provider, name, from, node, dst stri
 		return nil, err
 	}
 	if _, _, ok := lab.PodRef(from); ok {
-		pod, err := podOf(ctx, p, name, from)
+		pod, err := PodOf(ctx, p, name, from)
 		if err != nil {
 			return nil, err
 		}
@@ -72,10 +72,10 @@ func Connections(ctx context.Context, p lab.Provider, name, from, node, dst stri
 	return out, err
 }
 
-// podOf is the pod --from pod/NAME names in the lab (request.PickPod: that pod, else one of the Deployment
-// NAME), as pod/NAME: a connection from a pod that is not there would only fail, each one, and look like the
+// PodOf is the pod --from pod/NAME names in the lab (request.PickPod: that pod, else one of the Deployment
+// NAME), as pod/NAME (pod/NAMESPACE/NAME when from names the namespace): a connection from a pod that is not there would only fail, each one, and look like the
 // network's answer.
-func podOf(ctx context.Context, p lab.Provider, name, from string) (string, error) {
+func PodOf(ctx context.Context, p lab.Provider, name, from string) (string, error) {
 	w, err := p.Workloads(ctx, name)
 	if err != nil {
 		return "", err
@@ -93,7 +93,10 @@ func podOf(ctx context.Context, p lab.Provider, name, from string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	return "pod/" + pod.Namespace + "/" + pod.Name, nil
+	if ns, _, _ := lab.PodRef(from); ns != "" {
+		return "pod/" + ns + "/" + pod.Name, nil
+	}
+	return "pod/" + pod.Name, nil
 }
 
 // placeOf is the node, pod or client a packet from `from` starts in.

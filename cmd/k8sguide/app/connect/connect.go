@@ -83,6 +83,13 @@ func NewCommand(streams lab.Streams) *cobra.Command {
 					return err
 				}
 			}
+			if _, _, ok := lab.PodRef(f.From); ok {
+				// The pod the connections start from, by name, for the table's header (--from pod/web: one of
+				// web's pods).
+				if f.From, err = live.PodOf(cmd.Context(), p, f.Name, f.From); err != nil {
+					return err
+				}
+			}
 			conns, err := live.Connections(cmd.Context(), p, f.Name, f.From, node, args[0], f.Count, f.Parallel)
 			if err != nil && (len(conns) == 0 || cmd.Context().Err() == nil) {
 				return err
