@@ -23,8 +23,9 @@ import (
 // be given (the usual rule of thumb for Pearson's test).
 const MinExpected = 5
 
-// Count traces req's packet on node, reads the counters of its choice rules, makes n connections like it from
-// the client (parallel at a time) and reads the counters again.
+// Count traces req's packet on node, reads the kernel's records of its endpoint choices (the engine's Live face
+// says which it keeps), makes n connections like it from the client (parallel at a time), reads the records
+// again and puts what they and the answers say beside the trace's chances.
 func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Request, n, parallel int) (*trace.Counted, error) {
 	t, _, err := Trace(ctx, p, name, node, req)
 	if err != nil {
@@ -45,66 +46,20 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	if len(c.Endpoints) == 0 {
 		return nil, fmt.Errorf("the trace of %s on %s reaches no endpoint (trace --dst %s --node %s says why): nothing to count", req.Dst, node, req.Dst, node)
 	}
-	// What the kernel keeps of each choice is the engine's to say (its Live face): counters on the rules, the
-	// node's conntrack entries, or a record of the engine's own.
 	engine, ok := engines.Get(st.Dataplane)
 	if !ok {
 		return nil, fmt.Errorf("dataplane %q is not one this k8sguide knows: it cannot say where its choices are recorded", st.Dataplane)
 	}
-	face := engine.Live()
-	var rules []trace.CountedRule
-	var chain string
-	if face.CountingTable != "" {
-		rules, chain = choiceRules(t, face.CountingTable)
-	} else if face.NoCounts != "" {
-		c.Notes = append(c.Notes, face.NoCounts)
-	}
-	var read func() (map[string][]uint64, error)
-	if chain != "" {
-		exe, err := p.ToolPath(ctx, name, node)
-		if err != nil {
-			return nil, err
-		}
-		read = func() (map[string][]uint64, error) {
-			return nodecmd.IPTablesCounters(ctx, execIn(p, name, node), exe, face.CountingTable, []string{chain})
-		}
-	}
-	var before map[string][]uint64
-	if read != nil {
-		if before, err = read(); err != nil {
-			return nil, err
-		}
-	}
-	// The kernel's record of each connection's choice: the node's conntrack entries from the client to dst,
-	// whose reply source is the endpoint it was sent to (netfilter dataplanes).
-	var ctBefore map[string]bool
-	ct := face.Conntrack
-	// Or the engine's own (Cilium's conntrack map's service entries, each naming the backend it chose).
-	var ownBefore map[uint16]dataplanes.Choice
-	choices := func() (map[uint16]dataplanes.Choice, error) {
-		s, err := collect(ctx, p, name, st, node, "")
-		if err != nil {
-			return nil, err
-		}
-		client, err := netip.ParseAddr(st.Client)
-		if err != nil {
-			return nil, fmt.Errorf("the lab's client address %q: %v", st.Client, err)
-		}
-		frontend, err := netip.ParseAddrPort(req.Dst)
-		if err != nil {
-			return nil, err
-		}
-		return face.Choices(s.Part(st.Dataplane), client, frontend)
-	}
-	if face.Choices != nil {
-		if ownBefore, err = choices(); err != nil {
-			return nil, err
-		}
-	}
-	if ct {
-		if ctBefore, err = conntrackTo(ctx, p, name, node, st.Client, req.Dst); err != nil {
+	at := where{p: p, name: name, node: node, st: st, dst: req.Dst}
+	records := recordsOf(engine.Live(), t, at, c)
+	for i, r := range records {
+		if err := r.before(ctx); err != nil {
+			if _, ok := r.(*conntrackRecord); !ok {
+				return nil, err
+			}
+			// The counts stand without it: the answers and the other records still say.
 			c.Notes = append(c.Notes, "the node's conntrack table was not read: "+err.Error())
-			ct = false
+			records[i] = nil
 		}
 	}
 	conns, err := Connections(ctx, p, name, "client", node, req.Dst, n, parallel)
@@ -123,58 +78,168 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 			}
 		}
 	}
-	if ct {
-		after, err := conntrackEntries(ctx, p, name, node, st.Client, req.Dst)
-		if err != nil {
-			return nil, err
-		}
-		var chosen []netip.AddrPort
-		for _, e := range after {
-			if !ctBefore[conntrackID(e)] {
-				chosen = append(chosen, netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
+	for _, r := range records {
+		if r != nil {
+			if err := r.after(ctx, c); err != nil {
+				return nil, err
 			}
-		}
-		recordChoices(c, chosen, fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", node))
-	}
-	if ownBefore != nil {
-		after, err := choices()
-		if err != nil {
-			return nil, err
-		}
-		var chosen []netip.AddrPort
-		for sport, choice := range after {
-			// An entry of the same client port from before the run is new when the run touched it (a
-			// connection of the run reused the port: the datapath renewed the entry's lifetime).
-			if old, ok := ownBefore[sport]; !ok || old != choice {
-				chosen = append(chosen, choice.Backend)
-			}
-		}
-		recordChoices(c, chosen, face.Record)
-	}
-	if read != nil {
-		after, err := read()
-		if err != nil {
-			return nil, err
-		}
-		for i := range rules {
-			r := &rules[i]
-			if r.Rule-1 < len(before[chain]) && r.Rule-1 < len(after[chain]) {
-				r.Before, r.After = before[chain][r.Rule-1], after[chain][r.Rule-1]
-			}
-		}
-		for i := len(rules) - 1; i >= 0; i-- {
-			rules[i].Reached = rules[i].Counted()
-			if i+1 < len(rules) {
-				rules[i].Reached += rules[i+1].Reached
-			}
-		}
-		c.Rules = rules
-		if len(rules) > 0 && rules[0].Reached != uint64(c.Made) {
-			c.Notes = append(c.Notes, fmt.Sprintf("the kernel counted %d packets into %s for %d connections: nat rules see a connection's first packet only, and other traffic to the Service counts too", rules[0].Reached, chain, c.Made))
 		}
 	}
 	conclude(c)
 	return c, nil
+}
+
+// where is the node a count is made on, and the packet's destination.
+type where struct {
+	p          lab.Provider
+	name, node string
+	st         lab.Status
+	dst        string
+}
+
+// record is one of the kernel's records of the run's choices, read before the connections and after; after adds
+// what the run left in it to c.
+type record interface {
+	before(ctx context.Context) error
+	after(ctx context.Context, c *trace.Counted) error
+}
+
+// recordsOf are the records face says its engine keeps, for the trace t: its rules' packet counters, the node's
+// conntrack entries, its own record; c gets face's note when the rules keep no count.
+func recordsOf(face dataplanes.Live, t *trace.Trace, at where, c *trace.Counted) []record {
+	var out []record
+	if face.CountingTable != "" {
+		if rules, chain := choiceRules(t, face.CountingTable); chain != "" {
+			out = append(out, &ruleCounters{where: at, table: face.CountingTable, chain: chain, rules: rules})
+		}
+	} else if face.NoCounts != "" {
+		c.Notes = append(c.Notes, face.NoCounts)
+	}
+	if face.Choices != nil {
+		out = append(out, &ownRecord{where: at, face: face})
+	}
+	if face.Conntrack {
+		out = append(out, &conntrackRecord{where: at})
+	}
+	return out
+}
+
+// ruleCounters are the packet counters of the rules where the trace's paths part (iptables' statistic cascade),
+// read in the node with go-iptables.
+type ruleCounters struct {
+	where
+	table, chain string
+	rules        []trace.CountedRule
+	first        map[string][]uint64
+}
+
+func (r *ruleCounters) read(ctx context.Context) (map[string][]uint64, error) {
+	exe, err := r.p.ToolPath(ctx, r.name, r.node)
+	if err != nil {
+		return nil, err
+	}
+	return nodecmd.IPTablesCounters(ctx, execIn(r.p, r.name, r.node), exe, r.table, []string{r.chain})
+}
+
+func (r *ruleCounters) before(ctx context.Context) (err error) {
+	r.first, err = r.read(ctx)
+	return err
+}
+
+func (r *ruleCounters) after(ctx context.Context, c *trace.Counted) error {
+	last, err := r.read(ctx)
+	if err != nil {
+		return err
+	}
+	rules, chain := r.rules, r.chain
+	for i := range rules {
+		if n := rules[i].Rule - 1; n < len(r.first[chain]) && n < len(last[chain]) {
+			rules[i].Before, rules[i].After = r.first[chain][n], last[chain][n]
+		}
+	}
+	for i := len(rules) - 1; i >= 0; i-- {
+		rules[i].Reached = rules[i].Counted()
+		if i+1 < len(rules) {
+			rules[i].Reached += rules[i+1].Reached
+		}
+	}
+	c.Rules = rules
+	if len(rules) > 0 && rules[0].Reached != uint64(c.Made) {
+		c.Notes = append(c.Notes, fmt.Sprintf("the kernel counted %d packets into %s for %d connections: %s rules see a connection's first packet only, and other traffic to the Service counts too", rules[0].Reached, chain, c.Made, r.table))
+	}
+	return nil
+}
+
+// conntrackRecord is the node's conntrack entries from the client to dst, whose reply source is the endpoint
+// each connection was sent to (the netfilter dataplanes' record of each choice).
+type conntrackRecord struct {
+	where
+	seen map[string]bool
+}
+
+func (r *conntrackRecord) before(ctx context.Context) (err error) {
+	r.seen, err = conntrackTo(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
+	return err
+}
+
+func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted) error {
+	entries, err := conntrackEntries(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
+	if err != nil {
+		return err
+	}
+	var chosen []netip.AddrPort
+	for _, e := range entries {
+		if !r.seen[conntrackID(e)] {
+			chosen = append(chosen, netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
+		}
+	}
+	recordChoices(c, chosen, fmt.Sprintf("the run's new entries in %s's conntrack table, each replied to by the endpoint the rules sent it to", r.node))
+	return nil
+}
+
+// ownRecord is the engine's own record of its choices (Cilium's conntrack map), read from the node's part.
+type ownRecord struct {
+	where
+	face  dataplanes.Live
+	first map[uint16]dataplanes.Choice
+}
+
+func (r *ownRecord) read(ctx context.Context) (map[uint16]dataplanes.Choice, error) {
+	s, err := collect(ctx, r.p, r.name, r.st, r.node, "")
+	if err != nil {
+		return nil, err
+	}
+	client, err := netip.ParseAddr(r.st.Client)
+	if err != nil {
+		return nil, fmt.Errorf("the lab's client address %q: %v", r.st.Client, err)
+	}
+	frontend, err := netip.ParseAddrPort(r.dst)
+	if err != nil {
+		return nil, err
+	}
+	return r.face.Choices(s.Part(r.st.Dataplane), client, frontend)
+}
+
+func (r *ownRecord) before(ctx context.Context) (err error) {
+	r.first, err = r.read(ctx)
+	return err
+}
+
+func (r *ownRecord) after(ctx context.Context, c *trace.Counted) error {
+	last, err := r.read(ctx)
+	if err != nil {
+		return err
+	}
+	var chosen []netip.AddrPort
+	for sport, choice := range last {
+		// An entry of the same client port from before the run is new when the run touched it (a connection
+		// of the run reused the port: the datapath renewed the entry's lifetime).
+		if old, ok := r.first[sport]; !ok || old != choice {
+			chosen = append(chosen, choice.Backend)
+		}
+	}
+	recordChoices(c, chosen, r.face.Record)
+	return nil
 }
 
 // choiceRules are the rules of the chain of table where the trace's paths part for their endpoints (kube-proxy's
