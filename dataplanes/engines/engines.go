@@ -56,6 +56,15 @@ func Lab(name dataplanes.Name) (l dataplanes.Lab, ok bool) {
 	return e.Lab(), true
 }
 
+// Live is a dataplane's face for a running node's readers; ok is false for a name no engine has.
+func Live(name dataplanes.Name) (l dataplanes.Live, ok bool) {
+	e, ok := Get(name)
+	if !ok {
+		return l, false
+	}
+	return e.Live(), true
+}
+
 // Order is a dataplane's place in All, for sorting results the guide's way; an unknown name goes last.
 func Order(name dataplanes.Name) int {
 	if i := slices.Index(Names(), name); i >= 0 {

@@ -93,10 +93,7 @@ func PodOf(ctx context.Context, p lab.Provider, name, from string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if ns, _, _ := lab.PodRef(from); ns != "" {
-		return "pod/" + ns + "/" + pod.Name, nil
-	}
-	return "pod/" + pod.Name, nil
+	return request.PodFrom(from, pod), nil
 }
 
 // placeOf is the node, pod or client a packet from `from` starts in.

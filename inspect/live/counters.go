@@ -46,12 +46,12 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	if len(c.Endpoints) == 0 {
 		return nil, fmt.Errorf("the trace of %s on %s reaches no endpoint (trace --dst %s --node %s says why): nothing to count", req.Dst, node, req.Dst, node)
 	}
-	engine, ok := engines.Get(st.Dataplane)
+	face, ok := engines.Live(st.Dataplane)
 	if !ok {
 		return nil, fmt.Errorf("dataplane %q is not one this k8sguide knows: it cannot say where its choices are recorded", st.Dataplane)
 	}
 	at := where{p: p, name: name, node: node, st: st, dst: req.Dst}
-	records := recordsOf(engine.Live(), t, at, c)
+	records := recordsOf(face, t, at, c)
 	for i, r := range records {
 		if err := r.before(ctx); err != nil {
 			if _, ok := r.(*conntrackRecord); !ok {

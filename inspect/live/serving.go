@@ -224,11 +224,10 @@ func servingDiff(ctx context.Context, p lab.Provider, name string, want func(*v1
 // nodeDiff compares one node's walks with the API, skipping the frontends that agreed already (and adding
 // those that agree now).
 func nodeDiff(snap *snapshot.Snapshot, st lab.Status, n lab.Node, svcs []v1.Service, eps serviceSlices, agreed map[string]bool) (string, error) {
-	engine, ok := engines.Get(st.Dataplane)
+	face, ok := engines.Live(st.Dataplane)
 	if !ok {
 		return "", fmt.Errorf("dataplane %q is not one this k8sguide knows: it cannot say how it serves a Service", st.Dataplane)
 	}
-	face := engine.Live()
 	walks := tracer.Open(snap) // parsed once for every Service's walks
 	check := func(req tracer.Request, want []string) (string, error) {
 		key := req.Proto + " " + req.Src + " " + req.Dst + " " + strings.Join(want, ",")

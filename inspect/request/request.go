@@ -11,6 +11,7 @@
 package request
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -124,7 +125,7 @@ func (f Flags) InLab(labName string, k *snapshot.Kubernetes) (Packet, error) {
 		if pod.Node == "" {
 			return Packet{}, fmt.Errorf("--from %s: the pod is not scheduled on a node yet", f.From)
 		}
-		node, p.From = pod.Node, podFrom(f.From, pod)
+		node, p.From = pod.Node, PodFrom(f.From, pod)
 	}
 	if node == "" && f.Dst != "" {
 		node = dstNode(k, f.Dst)
@@ -162,7 +163,7 @@ func (f Flags) OnNode(s *snapshot.Snapshot) (Packet, error) {
 		if err != nil {
 			return Packet{}, err
 		}
-		p.From = podFrom(f.From, pod)
+		p.From = PodFrom(f.From, pod)
 	}
 	if f.Service != "" && k == nil {
 		return Packet{}, fmt.Errorf("--service %s: the input names no Services (a pasted dump?): use --dst", f.Service)
@@ -186,9 +187,9 @@ func (f Flags) finish(p Packet, k *snapshot.Kubernetes) (Packet, error) {
 	return p, nil
 }
 
-// podFrom is --from for the pod PickPod chose, in the words the user chose: pod/NAME, or pod/NAMESPACE/NAME when
+// PodFrom is --from for the pod PickPod chose, in the words the user chose: pod/NAME, or pod/NAMESPACE/NAME when
 // they named its namespace.
-func podFrom(from string, pod snapshot.Pod) string {
+func PodFrom(from string, pod snapshot.Pod) string {
 	if ns, _, _ := lab.PodRef(from); ns != "" {
 		return "pod/" + ns + "/" + pod.Name
 	}
@@ -239,7 +240,7 @@ func (f Flags) serviceDst(k *snapshot.Kubernetes, node string) (string, error) {
 			return "", fmt.Errorf("service %s/%s has no ClusterIP (headless)", ns, name)
 		}
 		for _, sp := range svc.Ports {
-			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) || !strings.EqualFold(cmpOr(sp.Protocol, "TCP"), f.proto()) {
+			if port != "" && port != sp.Name && port != fmt.Sprint(sp.Port) || !strings.EqualFold(cmp.Or(sp.Protocol, "TCP"), f.proto()) {
 				continue
 			}
 			if f.ClusterIP {
@@ -264,13 +265,6 @@ func forPort(port string) string {
 		return ""
 	}
 	return " " + port
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // PickPod reads --from pod/NAME among pods: the pod of that name; else, since pod names differ from lab to lab, a
