@@ -129,10 +129,20 @@ func fitHelp(root *cobra.Command) {
 }
 
 // fitLines wraps each line of text that is wider than width at its spaces, its continuations after indent plus
-// the line's own indentation; the text's own line breaks stay.
+// the line's own indentation. The text's own line breaks stay, but for one after a line wider than width
+// followed by more of the same paragraph (an unindented line that starts no list item): a help text is written
+// at 120 columns, and kept, that break would leave a line of a word or two in a 100-column terminal.
 func fitLines(text, indent string, width int) string {
+	var lines []string
+	for _, line := range strings.Split(strings.TrimRight(text, " \n"), "\n") {
+		if n := len(lines); n > 0 && render.TextWidth(lines[n-1]) > width && continuesParagraph(line) {
+			lines[n-1] += " " + line
+			continue
+		}
+		lines = append(lines, line)
+	}
 	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(text, " \n"), "\n") {
+	for i, line := range lines {
 		if i > 0 {
 			b.WriteString("\n")
 		}
@@ -145,6 +155,14 @@ func fitLines(text, indent string, width int) string {
 	}
 	return b.String()
 }
+
+// continuesParagraph: line goes on with the prose before it: it is neither blank, indented, nor a list item.
+func continuesParagraph(line string) bool {
+	return line != "" && line[0] != ' ' && line[0] != '\t' && !listItem.MatchString(line)
+}
+
+// listItem is the start of a line that begins a list item: "- ", "* ", "• ", "1. ", "2) ".
+var listItem = regexp.MustCompile(`^([-*•]|[0-9]+[.)]) `)
 
 // validateLabNames checks the values of a command's --name flag (compare takes several).
 func validateLabNames(fs *pflag.FlagSet) error {

@@ -47,6 +47,11 @@ func TestHelpFits(t *testing.T) {
 				if w := render.TextWidth(line); w > width {
 					t.Errorf("k8sguide %s --help at %d columns: a line of %d: %q", strings.Join(path, " "), width, w, line)
 				}
+				// A paragraph's line of a word or two between two full ones: a break of the source's, kept.
+				if i > 0 && i+1 < len(lines) && render.TextWidth(lines[i-1]) > width-25 && render.TextWidth(line) < 25 &&
+					line != "" && continuesParagraph(lines[i+1]) && !strings.HasSuffix(line, ":") {
+					t.Errorf("k8sguide %s --help at %d columns: a ragged line %q between %q and %q", strings.Join(path, " "), width, line, lines[i-1], lines[i+1])
+				}
 				if strings.HasSuffix(line, " \\") && (i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "    ")) {
 					t.Errorf("k8sguide %s --help: a continued example with no continuation: %q", strings.Join(path, " "), line)
 				}
