@@ -160,10 +160,8 @@ node-ip-3:
 # Unit tests everywhere; the end-to-end tests on real namespaces need root and skip without it. As root on
 # Linux, the tests' tools are installed first (deps); without root the tests that need them skip.
 TEST_DEPS := $(if $(and $(filter 0,$(shell id -u)),$(filter Linux,$(shell uname -s))),deps)
-# -p 3: the three long packages run side by side from the start (inspect/tracer's labs, lab/netns's, and the IPVS
-# test VM's 16 minutes in inspect/tracer/invm); two at a time, the third would start when one of them ends.
 test: $(TEST_DEPS)
-	go test -count=1 -timeout 60m -p 3 ./...
+	go test -count=1 -timeout 60m ./...
 
 # The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI.
 # PROVIDER=kind: the kind column, real kind clusters on the node image KIND_IMAGE (default: the offline one,

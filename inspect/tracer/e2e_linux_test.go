@@ -121,7 +121,7 @@ func TestTraceAgreesWithKernel(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
 			if d == dataplanes.IPVS {
 				if err := ipvs.CheckKernel(); err != nil {
-					t.Skipf("%v: TestTraceAgreesWithKernelInVM (inspect/tracer/invm) runs this case in the IPVS test VM", err)
+					t.Skipf("%v: TestTraceAgreesWithKernelInVM runs this case in the IPVS test VM", err)
 				}
 				e2etest.NeedRoot(t, "ipset", "xtables-monitor")
 			}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -512,31 +511,13 @@ func measured(spec string) int {
 // and skips, saying why, where the VM cannot boot (no qemu, no kernel package).
 func InVM(t *testing.T, run string) {
 	t.Helper()
-	InVMOf(t, "", run)
-}
-
-// InVMOf is InVM for the tests of another package (its import path): its test binary, built here with
-// `go test -c`, boots in the VM. A package of its own for a VM lets `go test ./...` run it beside the tested
-// package's other tests, where a VM test of that package would wait for them (a package's tests run one after
-// another).
-func InVMOf(t *testing.T, pkg, run string) {
-	t.Helper()
 	if vmtest.InGuest() {
 		t.Skip("the VM does not boot itself")
 	}
 	NeedRoot(t)
-	exe := ""
-	if pkg != "" {
-		exe = filepath.Join(t.TempDir(), path.Base(pkg)+".test")
-		build := exec.CommandContext(t.Context(), "go", "test", "-c", "-o", exe, pkg)
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go test -c %s: %v\n%s", pkg, err, out)
-		}
-	}
 	took := vmtest.Boot(t, vmtest.Options{
-		Executable: exe,
-		Modules:    vmtest.NodeModules,
-		Binaries:   append([]string{Binary, filepath.Join(filepath.Dir(Binary), lab.LabProgram)}, vmtest.NodeTools...),
+		Modules:  vmtest.NodeModules,
+		Binaries: append([]string{Binary, filepath.Join(filepath.Dir(Binary), lab.LabProgram)}, vmtest.NodeTools...),
 		// The initramfs holds the test binary (about 260 MB), k8sguide (125 MB) and k8sguide-lab (250 MB), and
 		// the lab runs its control plane (about 370 MB), an agent and a proxy per node and a server per pod,
 		// which a second emulated CPU runs side by side.

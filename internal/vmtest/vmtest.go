@@ -72,10 +72,6 @@ type Options struct {
 	// -test.timeout, the guest's tests time out a little before the VM does, so a hung test dumps its
 	// goroutines instead of just being killed.
 	Args []string
-	// Executable is the test binary the guest runs as /init (its tests matching Args' -test.run); default the
-	// calling one (os.Executable()). Another package's, built with `go test -c`, lets its VM run go on beside that
-	// package's own tests instead of after them.
-	Executable string
 
 	// initExits asks the guest's init to exit at once: the harness's own tests check the host's side of a guest
 	// that dies without a result.
@@ -90,7 +86,7 @@ const AccelEnv = "K8SGUIDE_VM_ACCEL"
 // guest kernel on the console.
 const KernelArgsEnv = "K8SGUIDE_VM_KERNEL_ARGS"
 
-// Boot runs the calling test binary (os.Executable(), or opts.Executable) as /init in a VM and fails t if the guest's tests fail or
+// Boot runs the calling test binary (os.Executable()) as /init in a VM and fails t if the guest's tests fail or
 // the VM does not finish. It skips t when qemu-system-x86_64 is missing or no kernel can be obtained. The
 // guest's console goes to t.Log line by line as it arrives. It returns the guest's wall time, from starting
 // qemu to its exit at power-off.
@@ -212,12 +208,9 @@ func newNonce() string {
 // uncompressed: gzip would halve a 50 MB test binary but take 2.5 s to compress on the host (writing the
 // archive takes 0.1 s), and the emulated guest would then inflate it, where copying 57 MB takes 0.6 s.
 func buildInitramfs(ctx context.Context, k *Kernel, opts Options, path string) (int64, error) {
-	exe := opts.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return 0, err
-		}
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
 	}
 	ix, err := loadModuleIndex(k.ModulesDir)
 	if err != nil {
