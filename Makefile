@@ -168,9 +168,6 @@ test: $(TEST_DEPS)
 # built by make kind-image) for KIND_DATAPLANES, run where the engine's networks are (the private engine's
 # namespace, when make kind-engine started it), JUnit in junit-scenarios-kind.xml.
 SCENARIO_DATAPLANES ?= iptables,nftables,ebpf
-# Labs at a time (scenario run --parallel): a netns lab spends most of its life waiting (rollouts, kube-proxy's
-# syncs), so two share this machine's two cores.
-SCENARIO_PARALLEL ?= 2
 JUNIT ?= junit-scenarios.xml
 KIND_DATAPLANES ?= iptables,nftables,ebpf
 ifeq ($(PROVIDER),kind)
@@ -179,7 +176,7 @@ scenarios: build kind-image-tool $(if $(KIND_EXEC),kind-engine-tools) $(if $(fin
 	  --dataplane $(KIND_DATAPLANES) --lab-prefix kscn --junit $(patsubst %.xml,%-kind.xml,$(JUNIT))
 else
 scenarios: build deps
-	$(K8SGUIDE) scenario run --dataplane $(SCENARIO_DATAPLANES) --parallel $(SCENARIO_PARALLEL) --junit $(JUNIT)
+	$(K8SGUIDE) scenario run --dataplane $(SCENARIO_DATAPLANES) --junit $(JUNIT)
 endif
 
 # scenarios-ipvs: the ipvs column, the nodeport and clusterip lessons, natively where the kernel has ip_vs and in
