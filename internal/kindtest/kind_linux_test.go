@@ -48,22 +48,15 @@ func need(t *testing.T) *Env {
 func TestKind(t *testing.T) {
 	e := need(t)
 	before, kernel := RootState(), KernelSettings()
-	// After every lab's subtest, which run side by side (go test's -parallel, 2 here: a lab waits on kubeadm,
-	// rollouts and docker exec far more than it computes).
-	t.Cleanup(func() {
-		if after := RootState(); after != before {
-			t.Errorf("the root network namespace changed across the kind run:\n%s", diff(before, after))
-		}
-		// kubelet sets these host-wide at its start (pkg/kubelet/cm, as on any kind host); the private engine
-		// puts them back when it stops (make kind-engine-stop).
-		t.Logf("host-wide kernel settings before the run:\n%s\nafter:\n%s", kernel, KernelSettings())
-	})
 	for _, d := range kindDataplanes() {
-		t.Run(string(d), func(t *testing.T) {
-			t.Parallel()
-			testLab(t, e, d)
-		})
+		t.Run(string(d), func(t *testing.T) { testLab(t, e, d) })
 	}
+	if after := RootState(); after != before {
+		t.Errorf("the root network namespace changed across the kind run:\n%s", diff(before, after))
+	}
+	// kubelet sets these host-wide at its start (pkg/kubelet/cm, as on any kind host); the private engine puts
+	// them back when it stops (make kind-engine-stop).
+	t.Logf("host-wide kernel settings before the run:\n%s\nafter:\n%s", kernel, KernelSettings())
 }
 
 // kindDataplanes are the dataplanes TestKind runs: $K8SGUIDE_KIND_DATAPLANES (comma-separated), else iptables,
@@ -82,6 +75,7 @@ func kindDataplanes() []dataplanes.Name {
 
 func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 	name := "kt-" + string(d)[:3]
+	volumes := e.Volumes()
 	t.Cleanup(func() {
 		if t.Failed() && os.Getenv("K8SGUIDE_KIND_KEEP") != "" {
 			return
@@ -89,10 +83,8 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		e.Run(t, "down", "--name", name)
 	})
 	up := []string{"up", "--provider", "kind", "--name", name, "--dataplane", string(d), "--image", e.Image}
-	if d != dataplanes.IPTables {
-		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag. And one
-		// file per lab but iptables's: the labs run side by side, and two writers of one file can lose each
-		// other's change (kind fails, not waits, when another holds its lock; k8sguide's netns labs take none).
+	if d == dataplanes.NFTables {
+		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag.
 		up = append(up, "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+name))
 	}
 	if d == dataplanes.EBPF {
@@ -100,10 +92,6 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		up = append(up, "--lb-algorithm", "maglev")
 	}
 	e.MustRun(t, up...)
-	volumes := e.ClusterVolumes(name)
-	if len(volumes) == 0 {
-		t.Errorf("lab %s's nodes have no volume: kind gives each one (its /var), which down must remove", name)
-	}
 
 	// One replica first: the workers but one have no pod of web, and must forward the NodePort to it (a node
 	// whose IPv4 forwarding was off dropped it: the 3-node nodeport failure).
@@ -193,7 +181,7 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 	// compare: the same manifests on a netns lab of the same dataplane, stage by stage.
 	netnsLab := "kn-" + string(d)[:3]
 	t.Cleanup(func() { e.Run(t, "down", "--name", netnsLab) })
-	e.MustRun(t, "up", "--provider", "netns", "--name", netnsLab, "--dataplane", string(d), "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+netnsLab))
+	e.MustRun(t, "up", "--provider", "netns", "--name", netnsLab, "--dataplane", string(d))
 	e.MustRun(t, "deploy", "--name", netnsLab)
 	e.MustRun(t, "nodeport", "--name", netnsLab, "--check", "0")
 	out = e.MustRun(t, "compare", "--name", name, "--name", netnsLab, "--service", "web")
@@ -247,7 +235,7 @@ func TestKindInterruptedUp(t *testing.T) {
 	if err == nil {
 		t.Errorf("an interrupted up exited 0")
 	}
-	if left := e.Leftovers(name, e.NewVolumes(volumes)); len(left) > 0 {
+	if left := e.Leftovers(name, volumes); len(left) > 0 {
 		t.Errorf("an interrupted up left %s", strings.Join(left, "; "))
 		e.Run(t, "down", "--name", name)
 	}

@@ -162,42 +162,19 @@ func (e *Env) Volumes() map[string]bool {
 	return vs
 }
 
-// ClusterVolumes are the volumes of kind cluster name's nodes (kind gives each node one, for /var): what its
-// down must remove. Labs that run side by side each look only for their own.
-func (e *Env) ClusterVolumes(name string) []string {
-	ids, _ := e.Docker("ps", "-a", "--quiet", "--filter", "label=io.x-k8s.kind.cluster="+name)
-	if len(strings.Fields(ids)) == 0 {
-		return nil
-	}
-	out, _ := e.Docker(append([]string{"inspect", "--format", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`}, strings.Fields(ids)...)...)
-	return strings.Fields(out)
-}
-
-// NewVolumes are the engine's volumes that were not among before.
-func (e *Env) NewVolumes(before map[string]bool) []string {
-	var vols []string
-	for v := range e.Volumes() {
-		if !before[v] {
-			vols = append(vols, v)
-		}
-	}
-	return vols
-}
-
-// Leftovers lists what the engine still holds of kind cluster name: its containers (kind labels them), any of
-// volumes (its nodes' volumes), networks other than kind's own and Docker's, and its kubeconfig context in any
-// of the test's kubeconfig files.
-func (e *Env) Leftovers(name string, volumes []string) []string {
+// Leftovers lists what the engine still holds of kind cluster name: its containers (kind labels them), volumes
+// that were not there before (kind's nodes each have one), networks other than kind's own and Docker's, and its
+// kubeconfig context in any of the test's kubeconfig files.
+func (e *Env) Leftovers(name string, volumesBefore map[string]bool) []string {
 	var left []string
 	if out, err := e.Docker("ps", "-a", "--filter", "label=io.x-k8s.kind.cluster="+name, "--format", "{{.Names}}"); err != nil {
 		left = append(left, err.Error())
 	} else if f := strings.Fields(out); len(f) > 0 {
 		left = append(left, "containers "+strings.Join(f, ", "))
 	}
-	now := e.Volumes()
 	var vols []string
-	for _, v := range volumes {
-		if now[v] {
+	for v := range e.Volumes() {
+		if !volumesBefore[v] {
 			vols = append(vols, v)
 		}
 	}
