@@ -83,8 +83,9 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		e.Run(t, "down", "--name", name)
 	})
 	up := []string{"up", "--provider", "kind", "--name", name, "--dataplane", string(d), "--image", e.Image}
-	if d == dataplanes.NFTables {
-		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag.
+	if d != dataplanes.IPTables {
+		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag. (Both
+		// nftables and ebpf, so that CI's run, iptables and ebpf, has it.)
 		up = append(up, "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+name))
 	}
 	if d == dataplanes.EBPF {
