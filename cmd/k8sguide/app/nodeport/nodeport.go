@@ -142,7 +142,10 @@ func runE(cmd *cobra.Command, f *flags, streams lab.Streams) error {
 			return err
 		}
 		for _, pod := range pods {
-			if len(svc.Spec.Selector) > 0 && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) && podutils.IsPodReady(&pod) {
+			// A Service selects pods of its own namespace only: another namespace's pods of the same labels
+			// are no endpoint of it.
+			if pod.Namespace == svc.Namespace && len(svc.Spec.Selector) > 0 &&
+				labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) && podutils.IsPodReady(&pod) {
 				withEndpoint[pod.Spec.NodeName] = true
 			}
 		}
