@@ -131,10 +131,11 @@ func TestTraceAgreesWithKernel(t *testing.T) {
 }
 
 func testAgreement(t *testing.T, d dataplanes.Name) {
-	name := "trc-" + string(d)[:3]
-	e2etest.UpLab(t, name, "--dataplane", string(d))
-	e2etest.MustK8sguide(t, "deploy", "--name", name)
-	e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	// The package's shared lab of d (web, 3 pods, its NodePort): what this test adds goes at its end, and web,
+	// which it scales, goes back to 3 pods.
+	name := e2etest.SharedLab(t, d)
+	e2etest.DeleteAtCleanup(t, name, "service/web-local", "service/web-sticky")
+	e2etest.ScaleBackAtCleanup(t, name)
 	np := e2etest.NodePortOf(t, name, "web")
 	cip := clusterIP(t, name, "web")
 	nodes := lab.NodeNames(name, 2)
@@ -488,8 +489,9 @@ func TestTraceNodePortAddresses(t *testing.T) {
 	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
+			// --nodeport-addresses is a lab's shape (kube-proxy's flag, fixed at up): a lab of its own, of one worker.
 			name := "trn-" + string(d)[:3]
-			e2etest.UpLab(t, name, "--dataplane", string(d), "--nodeport-addresses", "172.18.0.0/16")
+			e2etest.UpLab(t, name, "--dataplane", string(d), "--workers", "1", "--nodeport-addresses", "172.18.0.0/16")
 			e2etest.MustK8sguide(t, "deploy", "--name", name)
 			e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
 			np := e2etest.NodePortOf(t, name, "web")

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf"
 	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
@@ -160,10 +161,17 @@ func TestEBPFTraceAgreesWithKernel(t *testing.T) {
 }
 
 func testEBPFAgreement(t *testing.T, alg string) {
-	name := "trc-eb" + alg[:1]
-	e2etest.UpLab(t, name, "--dataplane", "ebpf", "--lb-algorithm", alg)
-	e2etest.MustK8sguide(t, "deploy", "--name", name)
-	e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	var name string
+	if alg == ebpf.LBRandom {
+		// random is the ebpf lab's default: the package's shared ebpf lab, which this test only reads.
+		name = e2etest.SharedLab(t, dataplanes.EBPF)
+	} else {
+		// Maglev is a lab's shape (the agent's --bpf-lb-algorithm, fixed at up): a lab of its own.
+		name = "trc-eb" + alg[:1]
+		e2etest.UpLab(t, name, "--dataplane", "ebpf", "--lb-algorithm", alg)
+		e2etest.MustK8sguide(t, "deploy", "--name", name)
+		e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+	}
 	np := e2etest.NodePortOf(t, name, "web")
 	node := name + "-worker"
 	dst := netip.MustParseAddrPort(nodeIP(t, name, node) + ":" + np)
@@ -340,9 +348,9 @@ func cutSlash(s string) (string, string, bool) {
 func TestEBPFSessionAffinity(t *testing.T) {
 	e2etest.NeedRoot(t)
 	e2etest.NeedEBPF(t)
-	name := "trc-eba"
-	e2etest.UpLab(t, name, "--dataplane", "ebpf", "--workers", "1")
-	e2etest.MustK8sguide(t, "deploy", "--name", name)
+	// The package's shared ebpf lab; the sticky Service goes at the end.
+	name := e2etest.SharedLab(t, dataplanes.EBPF)
+	e2etest.DeleteAtCleanup(t, name, "service/sticky")
 	file := filepath.Join(t.TempDir(), "sticky.yaml")
 	manifest := `apiVersion: v1
 kind: Service

@@ -52,8 +52,10 @@ func testRandomized(t *testing.T, d dataplanes.Name) {
 	}
 	t.Logf("seed %d (K8SGUIDE_SEED=%d replays it)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	name := "trr-" + string(d)[:3]
-	e2etest.UpLab(t, name, "--dataplane", string(d))
+	// The package's shared lab of d: the rounds' Deployments and Services go at the end.
+	name := e2etest.SharedLab(t, d)
+	var made []string
+	t.Cleanup(func() { e2etest.Delete(t, name, made...) })
 	nodes := lab.NodeNames(name, 2)
 
 	type svc struct {
@@ -101,6 +103,7 @@ spec:
   ports: [{port: %[4]d, targetPort: %[3]d, protocol: TCP}]
 `, app, replicas, containerPort, port, etp, affinity)
 			svcs = append(svcs, svc{name: app, port: port, replicas: replicas})
+			made = append(made, "deployment/"+app, "service/"+app)
 		}
 		file := filepath.Join(t.TempDir(), "random.yaml")
 		os.WriteFile(file, []byte(manifest.String()), 0o644)
@@ -176,19 +179,34 @@ func rulesOf(t *testing.T, node string) string {
 	return strings.Join(keep, "\n") + string(nft)
 }
 
+// steadyRulesOf is rulesOf once the node's proxy has settled: two reads two seconds apart that agree (in a
+// shared lab, the proxy may still be removing the rules of what the test before deleted).
+func steadyRulesOf(t *testing.T, node string) string {
+	t.Helper()
+	rules := rulesOf(t, node)
+	for range 30 {
+		time.Sleep(2 * time.Second)
+		again := rulesOf(t, node)
+		if again == rules {
+			return rules
+		}
+		rules = again
+	}
+	t.Fatalf("the rules of %s did not settle within a minute", node)
+	return ""
+}
+
 // TestInterruptedVerifyLeavesRulesAsTheyWere interrupts `trace --verify` at random points, 50 times, and
 // checks that the node's rules are then exactly what they were, with no tracer left running.
 func TestInterruptedVerifyLeavesRulesAsTheyWere(t *testing.T) {
 	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
-			name := "tri-" + string(d)[:3]
-			e2etest.UpLab(t, name, "--dataplane", string(d))
-			e2etest.MustK8sguide(t, "deploy", "--name", name)
-			e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			// The package's shared lab of d: interrupted --verify runs must leave it exactly as they found it.
+			name := e2etest.SharedLab(t, d)
 			np := e2etest.NodePortOf(t, name, "web")
 			worker := name + "-worker"
-			before := rulesOf(t, worker)
+			before := steadyRulesOf(t, worker)
 			interrupted := 0
 			for i := 0; i < 50; i++ {
 				cmd := exec.Command(e2etest.Binary, "trace", "--name", name, "--verify", "--dst", nodeIP(t, name, worker)+":"+np)

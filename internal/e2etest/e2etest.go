@@ -118,7 +118,12 @@ func Main(m *testing.M) int {
 	if err := os.Mkdir(tmp, 0o755); err == nil && os.Chmod(tmp, 0o777|os.ModeSticky) == nil {
 		os.Setenv("TMPDIR", tmp)
 	}
-	return m.Run()
+	code := m.Run()
+	if err := downShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	return code
 }
 
 var (
@@ -267,13 +272,22 @@ func DownAtCleanup(t testing.TB, name string) {
 	})
 }
 
-// assertNothingLeft checks that no namespace, process, veth or state of the lab remains.
+// AssertNothingLeft checks that no namespace, process, veth or state of the lab remains.
 func AssertNothingLeft(t testing.TB, name string) {
 	t.Helper()
+	for _, left := range Leftovers(name) {
+		t.Error(left)
+	}
+}
+
+// Leftovers says what of lab name is still in the kernel, the process table, the state directory or the
+// kubeconfig: nothing, once the lab is down.
+func Leftovers(name string) []string {
+	var left []string
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], name+"-") {
-			t.Errorf("namespace %s is left behind", f[0])
+			left = append(left, fmt.Sprintf("namespace %s is left behind", f[0]))
 		}
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -282,32 +296,33 @@ func AssertNothingLeft(t testing.TB, name string) {
 		isOurs := bytes.Contains(data, []byte("internal\x00")) && bytes.Contains(data, []byte(Binary)) ||
 			bytes.Contains(data, []byte(netns.AgentName+"\x00"))
 		if isOurs && bytes.Contains(data, []byte(name)) {
-			t.Errorf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '}))
+			left = append(left, fmt.Sprintf("process %s (%q) is left behind", p, bytes.ReplaceAll(data, []byte{0}, []byte{' '})))
 		}
 	}
 	links, _ := exec.Command("ip", "-o", "link", "show").Output()
 	if strings.Contains(string(links), "veth-node") {
-		t.Errorf("a lab veth is left in the root namespace:\n%s", links)
+		left = append(left, fmt.Sprintf("a lab veth is left in the root namespace:\n%s", links))
 	}
 	if _, err := os.Stat(filepath.Join(StateDir, name)); err == nil {
-		t.Errorf("state of lab %s is left behind", name)
+		left = append(left, fmt.Sprintf("state of lab %s is left behind", name))
 	}
 	if data, err := os.ReadFile(os.Getenv("KUBECONFIG")); err == nil && bytes.Contains(data, []byte("name: "+netns.KubeContext(name)+"\n")) {
-		t.Errorf("context %s is left in %s", netns.KubeContext(name), os.Getenv("KUBECONFIG"))
+		left = append(left, fmt.Sprintf("context %s is left in %s", netns.KubeContext(name), os.Getenv("KUBECONFIG")))
 	}
 	mounts, _ := os.ReadFile("/proc/self/mounts")
 	if dir := netns.BPFFSDir(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
-		t.Errorf("the lab's bpffs %s is still mounted", dir)
+		left = append(left, fmt.Sprintf("the lab's bpffs %s is still mounted", dir))
 	}
 	if dir := netns.CgroupMount(state.Store{Root: StateDir}, name); bytes.Contains(mounts, []byte(" "+dir+" ")) {
-		t.Errorf("the lab's cgroup v2 mount %s is still mounted", dir)
+		left = append(left, fmt.Sprintf("the lab's cgroup v2 mount %s is still mounted", dir))
 	}
 	// The lab's cgroups, wherever the host mounts the hierarchy (unified or hybrid).
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		if _, err := os.Stat(filepath.Join(root, "k8sguide", name)); err == nil {
-			t.Errorf("the lab's cgroup %s is left behind", filepath.Join(root, "k8sguide", name))
+			left = append(left, fmt.Sprintf("the lab's cgroup %s is left behind", filepath.Join(root, "k8sguide", name)))
 		}
 	}
+	return left
 }
 
 func NodePortOf(t testing.TB, name, service string) string {
@@ -515,6 +530,11 @@ func InVM(t *testing.T, run string) {
 		t.Skip("the VM does not boot itself")
 	}
 	NeedRoot(t)
+	// An idle lab's control plane and proxies still take CPU time, which the emulated CPUs need: the shared labs
+	// go first (a later test brings its lab up again).
+	if err := downShared(); err != nil {
+		t.Error(err)
+	}
 	took := vmtest.Boot(t, vmtest.Options{
 		Modules:  vmtest.NodeModules,
 		Binaries: append([]string{Binary, filepath.Join(filepath.Dir(Binary), lab.LabProgram)}, vmtest.NodeTools...),

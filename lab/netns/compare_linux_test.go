@@ -28,13 +28,10 @@ func TestCompare(t *testing.T) {
 		needRoot(t, toolFor(d))
 	}
 	e2etest.NeedEBPF(t)
+	// The package's shared labs, which compare and trace only read.
 	var names []string
 	for _, d := range ds {
-		name := "cmp-" + string(d)[:3]
-		upLab(t, name, "--dataplane", string(d))
-		mustK8sguide(t, "deploy", "--name", name)
-		mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
-		names = append(names, name)
+		names = append(names, e2etest.SharedLab(t, d))
 	}
 	args := []string{"compare"}
 	for _, n := range names {

@@ -58,25 +58,33 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // testEndToEnd runs the guide's NodePort lab with the guide's own kubectl commands, then checks every node's
-// NodePort from the client, the rules, trace --verify, and a scale-down.
+// NodePort from the client, the rules, trace --verify, and a scale-down. It runs on the package's shared lab of
+// d, in a namespace of its own (guide: the guide's commands with -n guide), which goes at its end; the shared
+// lab's own web Deployment and Service stay as they are.
 func testEndToEnd(t *testing.T, d dataplanes.Name) {
-	name := "e2e-" + string(d)[:3]
-	upLab(t, name, "--dataplane", string(d))
+	name := e2etest.SharedLab(t, d)
+	const ns = "guide"
 	kubectl := func(args ...string) string {
-		return mustK8sguide(t, append([]string{"kubectl", "--name", name, "--"}, args...)...)
+		return mustK8sguide(t, append([]string{"kubectl", "--name", name, "--", "-n", ns}, args...)...)
 	}
+	t.Cleanup(func() {
+		if _, err := k8sguide(t, "kubectl", "--name", name, "--", "delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=2m"); err != nil {
+			t.Errorf("deleting namespace %s: %v", ns, err)
+		}
+	})
+	kubectl("create", "namespace", ns)
 	kubectl("create", "deployment", "web", "--image=nginx")
 	kubectl("scale", "--replicas=3", "deployment/web")
 	kubectl("expose", "deployment", "web", "--port=80", "--type=NodePort")
 	kubectl("rollout", "status", "deployment/web", "--timeout=2m")
-	port := nodePortOf(t, name, "web")
+	port := kubectl("get", "svc", "web", "-o", "jsonpath={.spec.ports[0].nodePort}")
 	if out := kubectl("get", "svc", "web"); !strings.Contains(out, "80:"+port+"/TCP") || !strings.Contains(out, "NodePort") {
 		t.Errorf("kubectl get svc web does not show a NodePort 80:%s/TCP:\n%s", port, out)
 	}
 	ctx := context.Background()
 	p := provider()
 	// The guide's commands return before the dataplanes have the Service; wait for every node's kernel.
-	if err := live.WaitServing(ctx, p, name, func(s *v1.Service) bool { return s.Name == "web" }, live.ServingTimeout); err != nil {
+	if err := live.WaitServing(ctx, p, name, func(s *v1.Service) bool { return s.Namespace == ns && s.Name == "web" }, live.ServingTimeout); err != nil {
 		t.Fatal(err)
 	}
 	status, err := p.Status(ctx, name)
@@ -84,8 +92,11 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 		t.Fatal(err)
 	}
 	w, _ := p.Workloads(ctx, name)
-	pods, _ := w.Pods(ctx)
-	pods = slices.DeleteFunc(pods, func(p v1.Pod) bool { return p.Labels["app"] != "web" })
+	allPods, _ := w.Pods(ctx)
+	guidePods := func(all []v1.Pod) []v1.Pod {
+		return slices.DeleteFunc(slices.Clone(all), func(p v1.Pod) bool { return p.Namespace != ns || p.Labels["app"] != "web" })
+	}
+	pods := guidePods(allPods)
 	if len(pods) != 3 {
 		t.Fatalf("%d pods, want 3", len(pods))
 	}
@@ -154,19 +165,19 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	for _, n := range status.Nodes {
 		var rules string
 		if d == dataplanes.EBPF {
-			checkEBPFNode(t, name, n, pods)
+			checkEBPFNode(t, name, n, allPods) // every pod of the node, the shared lab's own web's too
 			continue
 		}
 		if d == dataplanes.NFTables {
 			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "nft", "list", "table", "ip", "kube-proxy")
-			for _, want := range []string{"service-", "default/web/tcp/", "external-", "endpoint-", "numgen random mod 3", "service-nodeports", port} {
+			for _, want := range []string{"service-", ns + "/web/tcp/", "external-", "endpoint-", "numgen random mod 3", "service-nodeports", port} {
 				if !strings.Contains(rules, want) {
 					t.Errorf("%s: nft ruleset lacks %q", n.Name, want)
 				}
 			}
 		} else {
 			rules = mustK8sguide(t, "exec", "--name", name, n.Name, "--", "iptables-save", "-t", "nat")
-			for _, want := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", `"default/web"`, "--dport " + port, "statistic --mode random --probability 0.33333333349"} {
+			for _, want := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", `"` + ns + `/web"`, "--dport " + port, "statistic --mode random --probability 0.33333333349"} {
 				if !strings.Contains(rules, want) {
 					t.Errorf("%s: iptables-save lacks %q", n.Name, want)
 				}
@@ -177,16 +188,16 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	// Scale to one replica: only that pod answers, on every node. The pod bridges keep their MAC while
 	// ports go (a pod's cached gateway MAC must stay right).
 	if d == dataplanes.EBPF {
-		mustK8sguide(t, "scale", "--name", name, "--replicas", "1")
+		mustK8sguide(t, "scale", "--name", name, "-n", ns, "--replicas", "1")
 	} else {
 		macs := bridgeMACs(t, status.Nodes)
-		mustK8sguide(t, "scale", "--name", name, "--replicas", "1")
+		mustK8sguide(t, "scale", "--name", name, "-n", ns, "--replicas", "1")
 		if after := bridgeMACs(t, status.Nodes); after != macs {
 			t.Errorf("pod bridge MACs changed when pods went: before %s, after %s", macs, after)
 		}
 	}
-	pods, _ = w.Pods(ctx)
-	if len(pods) != 1 {
+	allPods, _ = w.Pods(ctx)
+	if pods = guidePods(allPods); len(pods) != 1 {
 		t.Fatalf("%d pods after scale --replicas 1", len(pods))
 	}
 	for _, n := range status.Nodes {
@@ -200,26 +211,23 @@ func testEndToEnd(t *testing.T, d dataplanes.Name) {
 	if out := mustK8sguide(t, "trace", "--name", name, "--node", status.Nodes[1].Name, "--dst", net.JoinHostPort(status.Nodes[1].IP, port), "--verify"); !regexp.MustCompile(`Verdict:\s+agree`).MatchString(out) {
 		t.Errorf("trace --verify does not agree:\n%s", out)
 	}
-	checkNodePortCommand(t, name, pods[0].Spec.NodeName)
+	checkNodePortCommand(t, name, ns, pods[0].Spec.NodeName)
 	checkTraceNames(t, name, pods[0], status.Nodes)
-
-	mustK8sguide(t, "down", "--name", name)
-	assertNothingLeft(t, name)
 }
 
 // checkNodePortCommand checks `nodeport --check` with one replica, on node podNode: with externalTrafficPolicy
 // Local the other nodes' failures are expected (exit 0, each said so); a Service whose targetPort nothing
 // listens on fails unexpectedly everywhere (exit non-zero, the failures named).
-func checkNodePortCommand(t *testing.T, name, podNode string) {
+func checkNodePortCommand(t *testing.T, name, ns, podNode string) {
 	t.Helper()
-	out := mustK8sguide(t, "nodeport", "--name", name, "--service", "web-local", "--external-traffic-policy", "Local", "--check", "3")
+	out := mustK8sguide(t, "nodeport", "--name", name, "-n", ns, "--service", "web-local", "--external-traffic-policy", "Local", "--check", "3")
 	if n := strings.Count(out, "(expected)"); n != 2 {
 		t.Errorf("nodeport with externalTrafficPolicy Local and one pod: %d nodes' failures said to be expected, want 2:\n%s", n, out)
 	}
 	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(strings.TrimPrefix(podNode, name+"-")) + `\s+\S+\s+3/3\s`).MatchString(out) {
 		t.Errorf("nodeport with externalTrafficPolicy Local: %s (the pod's node) does not answer 3/3:\n%s", podNode, out)
 	}
-	out, err := k8sguide(t, "nodeport", "--name", name, "--service", "web-wrong-port", "--target-port", "8080", "--check", "2")
+	out, err := k8sguide(t, "nodeport", "--name", name, "-n", ns, "--service", "web-wrong-port", "--target-port", "8080", "--check", "2")
 	if err == nil || !strings.Contains(err.Error(), "connections failed") {
 		t.Errorf("nodeport to a targetPort nothing listens on: err %v, want the failed connections named:\n%s", err, out)
 	}
@@ -229,8 +237,9 @@ func checkNodePortCommand(t *testing.T, name, podNode string) {
 // refuses another node; --node takes the short name node-ip prints.
 func checkTraceNames(t *testing.T, name string, pod v1.Pod, nodes []lab.Node) {
 	t.Helper()
-	clusterIP := mustK8sguide(t, "kubectl", "--name", name, "--", "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
-	out := mustK8sguide(t, "trace", "--name", name, "--from", "pod/"+pod.Name, "--dst", clusterIP+":80", "--summary")
+	clusterIP := mustK8sguide(t, "kubectl", "--name", name, "--", "-n", pod.Namespace, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
+	from := "pod/" + pod.Namespace + "/" + pod.Name
+	out := mustK8sguide(t, "trace", "--name", name, "--from", from, "--dst", clusterIP+":80", "--summary")
 	if !regexp.MustCompile(`on\s+` + regexp.QuoteMeta(pod.Spec.NodeName) + `\s+\(`).MatchString(out) {
 		t.Errorf("trace --from pod/%s does not walk its node %s:\n%s", pod.Name, pod.Spec.NodeName, out)
 	}
@@ -238,8 +247,8 @@ func checkTraceNames(t *testing.T, name string, pod v1.Pod, nodes []lab.Node) {
 		if n.Name == pod.Spec.NodeName {
 			continue
 		}
-		if out, err := k8sguide(t, "trace", "--name", name, "--from", "pod/"+pod.Name, "--node", n.Name, "--dst", clusterIP+":80"); err == nil || !strings.Contains(err.Error(), "runs on "+pod.Spec.NodeName) {
-			t.Errorf("trace --from pod/%s --node %s (not its node): err %v\n%s", pod.Name, n.Name, err, out)
+		if out, err := k8sguide(t, "trace", "--name", name, "--from", from, "--node", n.Name, "--dst", clusterIP+":80"); err == nil || !strings.Contains(err.Error(), "runs on "+pod.Spec.NodeName) {
+			t.Errorf("trace --from %s --node %s (not its node): err %v\n%s", from, n.Name, err, out)
 		}
 		short := strings.TrimPrefix(n.Name, name+"-")
 		if out := mustK8sguide(t, "trace", "--name", name, "--node", short, "--dst", n.IP+":1"); !strings.Contains(out, n.Name) {
@@ -341,18 +350,25 @@ func bridgeMACs(t *testing.T, nodes []lab.Node) string {
 
 func TestNodePortAllocation(t *testing.T) {
 	needRoot(t, "iptables-restore")
-	name := "e2e-alloc"
-	upLab(t, name, "--workers", "1")
-	mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
-	mustK8sguide(t, "nodeport", "--name", name, "--node-port", "30009", "--check", "0")
-	if got := nodePortOf(t, name, "web"); got != "30009" {
+	// The package's shared iptables lab (its web Service has a dynamic NodePort): the Services made here go at the
+	// end.
+	name := e2etest.SharedLab(t, dataplanes.IPTables)
+	made := []string{"service/alloc", "service/alloc2", "service/alloc3"}
+	for i := 0; i < 10; i++ {
+		made = append(made, fmt.Sprintf("service/dyn%d", i))
+	}
+	e2etest.DeleteAtCleanup(t, name, made...)
+	w, _ := provider().Workloads(context.Background(), name)
+	before, _ := w.Services(context.Background())
+	mustK8sguide(t, "nodeport", "--name", name, "--service", "alloc", "--node-port", "30009", "--check", "0")
+	if got := nodePortOf(t, name, "alloc"); got != "30009" {
 		t.Fatalf("explicit nodePort: got %s", got)
 	}
-	_, err := k8sguide(t, "nodeport", "--name", name, "--service", "web2", "--node-port", "30009")
-	if err == nil || !strings.Contains(err.Error(), `Service "web2" is invalid: spec.ports[0].nodePort: Invalid value: 30009: provided port is already allocated`) {
+	_, err := k8sguide(t, "nodeport", "--name", name, "--service", "alloc2", "--node-port", "30009")
+	if err == nil || !strings.Contains(err.Error(), `Service "alloc2" is invalid: spec.ports[0].nodePort: Invalid value: 30009: provided port is already allocated`) {
 		t.Errorf("collision: %v", err)
 	}
-	_, err = k8sguide(t, "nodeport", "--name", name, "--service", "web3", "--node-port", "32768")
+	_, err = k8sguide(t, "nodeport", "--name", name, "--service", "alloc3", "--node-port", "32768")
 	if err == nil || !strings.Contains(err.Error(), "provided port is not in the valid range. The range of valid ports is 30000-32767") {
 		t.Errorf("out of range: %v", err)
 	}
@@ -363,11 +379,10 @@ func TestNodePortAllocation(t *testing.T) {
 			t.Errorf("dynamic nodePort %d is in the static band 30000-30085", np)
 		}
 	}
-	// Refused Services left nothing: they are not in the lab (beside the 11, the apiserver's kubernetes).
-	w, _ := provider().Workloads(context.Background(), name)
+	// Refused Services left nothing: they are not in the lab (the 11 made, beside what was there).
 	svcs, _ := w.Services(context.Background())
-	if len(svcs) != 12 {
-		t.Errorf("%d services, want 12", len(svcs))
+	if len(svcs) != len(before)+11 {
+		t.Errorf("%d services, want %d", len(svcs), len(before)+11)
 	}
 }
 
@@ -376,6 +391,7 @@ func TestNodePortAddresses(t *testing.T) {
 		t.Run(string(d), func(t *testing.T) {
 			needRoot(t, toolFor(d), "curl")
 			// Serve NodePorts only on the pod-bridge addresses (10.244.0.0/16): the node network address must not answer.
+			// A lab's shape (kube-proxy's flag, fixed at up): a lab of its own.
 			name := "e2e-npa" + string(d)[:1]
 			upLab(t, name, "--dataplane", string(d), "--workers", "1", "--nodeport-addresses", "10.244.0.0/16")
 			mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
@@ -415,10 +431,17 @@ func TestNodePortAddresses(t *testing.T) {
 	} {
 		t.Run(string(tc.d)+"-primary", func(t *testing.T) {
 			needRoot(t, toolFor(tc.d))
-			name := "e2e-npp" + string(tc.d)[:1]
-			upLab(t, name, append([]string{"--dataplane", string(tc.d), "--workers", "1"}, tc.flags...)...)
-			mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
-			mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			var name string
+			if tc.flags == nil {
+				// nftables's default: the package's shared lab, which this only reads.
+				name = e2etest.SharedLab(t, tc.d)
+			} else {
+				// --nodeport-addresses is a lab's shape (kube-proxy's flag, fixed at up): a lab of its own.
+				name = "e2e-npp" + string(tc.d)[:1]
+				upLab(t, name, append([]string{"--dataplane", string(tc.d), "--workers", "1"}, tc.flags...)...)
+				mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
+				mustK8sguide(t, "nodeport", "--name", name, "--check", "0")
+			}
 			port := nodePortOf(t, name, "web")
 			status, err := provider().Status(context.Background(), name)
 			if err != nil {
@@ -452,18 +475,18 @@ func TestNodePortAddresses(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	needRoot(t, "iptables-restore")
-	name := "e2e-bad"
-	upLab(t, name, "--workers", "0")
+	// The package's shared iptables lab: bad input changes nothing (which SharedLab checks at the end).
+	name := e2etest.SharedLab(t, dataplanes.IPTables)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"up", "--name", name}, `lab "e2e-bad" already exists`},
+		{[]string{"up", "--name", name}, `lab "` + name + `" already exists`},
 		// This kernel has no IPVS: one line that says so and names the ways to get it; nothing is made.
 		{args: []string{"up", "--name", "e2e-bad2", "--dataplane", "ipvs"},
 			want: "dataplane ipvs: this kernel has no IPVS (no /proc/sys/net/ipv4/vs); use --provider kind on a host whose kernel has IPVS, or the project's IPVS test VM"},
 		{[]string{"down", "--name", "e2e-nosuchlab"}, `no lab named "e2e-nosuchlab"`},
-		{[]string{"exec", "--name", name, "e2e-bad-worker9", "--", "true"}, `no node or pod named "e2e-bad-worker9"`},
+		{[]string{"exec", "--name", name, name + "-worker9", "--", "true"}, `no node or pod named "` + name + `-worker9"`},
 		{[]string{"up", "--name", "e2e-bad2", "--dataplane", "bogus"}, `unknown dataplane "bogus"`},
 		{[]string{"up", "--name", "e2e-bad2", "--nodeport-addresses", "10.0.0.0/33"}, "is not a CIDR"},
 		{[]string{"up", "--name", "e2e-bad2", "--service-node-port-range", "40000-30000"}, "invalid --service-node-port-range"},
@@ -507,6 +530,32 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("up as nobody: %v %q", err, stderr.String())
 	}
 	assertNothingLeft(t, "e2e-bad3")
+}
+
+// TestSharedLabNoticesChanges is the shared-lab fixture's own test, on the package's iptables lab: a Service left
+// behind and web scaled are what it finds changed (a test that left them would fail); once the Service is deleted
+// and web scaled back, it finds nothing.
+func TestSharedLabNoticesChanges(t *testing.T) {
+	needRoot(t, "iptables-restore")
+	name := e2etest.SharedLab(t, dataplanes.IPTables)
+	if c := e2etest.SharedLabChanges(t, name, 0); c != "" {
+		t.Fatalf("the fixture finds changes before the test made any:\n%s", c)
+	}
+	e2etest.DeleteAtCleanup(t, name, "service/left-behind")
+	e2etest.ScaleBackAtCleanup(t, name)
+	mustK8sguide(t, "nodeport", "--name", name, "--service", "left-behind", "--check", "0")
+	mustK8sguide(t, "scale", "--name", name, "--replicas", "2")
+	c := e2etest.SharedLabChanges(t, name, 0)
+	for _, want := range []string{"+ service default/left-behind NodePort", "- deployment default/web replicas 3", "+ deployment default/web replicas 2"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the fixture's changes lack %q:\n%s", want, c)
+		}
+	}
+	e2etest.Delete(t, name, "service/left-behind")
+	mustK8sguide(t, "scale", "--name", name, "--replicas", "3")
+	if c := e2etest.SharedLabChanges(t, name, time.Minute); c != "" {
+		t.Errorf("the fixture finds changes after the test put the lab back:\n%s", c)
+	}
 }
 
 // oldClangPath is a PATH holding iproute2's ip, util-linux's nsenter and a clang that says it is Debian bookworm's 14.0.6.

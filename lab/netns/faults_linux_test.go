@@ -341,6 +341,8 @@ func clientset(t *testing.T, name string) kubernetes.Interface {
 // namespace and process stayed, and its etcd data and certificates were deleted under them).
 func TestLostState(t *testing.T) {
 	needRoot(t, "iptables-restore")
+	// down without --name takes the only lab there is: the shared labs go first.
+	e2etest.ReleaseSharedLabs(t)
 	a, b := "e2e-lost", "e2e-other"
 	upLab(t, a, "--workers", "0")
 	upLab(t, b, "--workers", "0")
