@@ -43,6 +43,10 @@ type Options struct {
 	Explain *Explain
 	// LabPrefix starts every lab's name (default "scn"), so runs side by side can keep apart.
 	LabPrefix string
+	// LabPerLesson gives every cell a fresh lab. Otherwise the lessons that ask for the same lab (dataplane,
+	// workers, NodePort range and addresses, LB algorithm) run one after another on one lab, which the runner
+	// puts back as it was between them (Keep and Explain always give each lesson its own).
+	LabPerLesson bool
 }
 
 // Explain is the classroom form of a run.
@@ -106,6 +110,7 @@ type Cell struct {
 
 	failedCheck bool // a check failed before the step that could not run
 	labTaken    bool // a lab of the cell's name was up already: running again would meet it again
+	notPutBack  bool // its checks ran, but the shared lab could not be put back after them
 }
 
 // Report is a whole run.
@@ -132,11 +137,6 @@ func (r *Report) ExitCode() int {
 // Cancelling ctx (Ctrl-C) stops the step under way (the command gets SIGINT and cleans up after itself) and takes
 // the lab down.
 func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
-	type job struct {
-		s  *scenarios.Scenario
-		dp string
-		i  int
-	}
 	var jobs []job
 	for _, s := range list {
 		for _, dp := range s.DataplanesOf() {
@@ -150,12 +150,17 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 	par := max(o.Parallel, 1)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	for _, j := range jobs {
+	for _, g := range groupJobs(jobs, o) {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if len(g.jobs) > 1 {
+				runShared(ctx, g, o, r)
+				return
+			}
+			j := g.jobs[0]
 			cell := runCell(ctx, j.s, j.dp, o)
 			if cell.Status == Error && !cell.failedCheck && ctx.Err() == nil && !cell.Kept && !cell.labTaken {
 				first := cell.Error
@@ -167,6 +172,52 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 	}
 	wg.Wait()
 	return r
+}
+
+// job is one cell to run: a scenario on a dataplane, the i-th of the report.
+type job struct {
+	s  *scenarios.Scenario
+	dp string
+	i  int
+}
+
+// labGroup is cells that run one after another on one lab: lessons that ask for the same lab.
+type labGroup struct {
+	jobs []job
+	// lab is the group's lab name, when it has more than one cell (one cell keeps its lesson's lab name).
+	lab string
+}
+
+// groupJobs puts together the cells that can share a lab, in the order of their first cell: the same dataplane
+// and the same `up` (upArgs). Keep (every lab left up to explore, each lesson's own) and Explain (a classroom
+// walk, whose `up` the student sees) keep a lab per lesson, as LabPerLesson does.
+func groupJobs(jobs []job, o Options) []labGroup {
+	var groups []labGroup
+	index := map[string]int{}
+	for _, j := range jobs {
+		key := strings.Join((&cellRun{o: o, s: j.s, dp: j.dp}).upArgs(), " ")
+		if i, ok := index[key]; ok && !o.LabPerLesson && !o.Keep && o.Explain == nil {
+			groups[i].jobs = append(groups[i].jobs, j)
+			continue
+		}
+		index[key] = len(groups)
+		groups = append(groups, labGroup{jobs: []job{j}})
+	}
+	// A shared lab is named after its dataplane, not a lesson: lessons-ipt (lessons2-ipt for a second shape).
+	seen := map[string]int{}
+	for i := range groups {
+		if len(groups[i].jobs) < 2 {
+			continue
+		}
+		dp := groups[i].jobs[0].dp
+		seen[dp]++
+		name := "lessons"
+		if seen[dp] > 1 {
+			name += strconv.Itoa(seen[dp])
+		}
+		groups[i].lab = LabName(o.LabPrefix, name, dp)
+	}
+	return groups
 }
 
 // LabName is the lab a scenario runs in on a dataplane: a lab name is a short DNS label.
@@ -198,10 +249,28 @@ type cellRun struct {
 }
 
 func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (cell Cell) {
-	start := time.Now()
-	cell = Cell{Scenario: s.Metadata.Name, File: s.File, Dataplane: dp, Lab: LabName(o.LabPrefix, s.Metadata.Name, dp), Started: start}
+	cell, c := newCell(s, dp, o, LabName(o.LabPrefix, s.Metadata.Name, dp))
+	defer func() { cell.Seconds = time.Since(cell.Started).Seconds() }()
+	if !c.up(ctx, &cell) {
+		return cell
+	}
+	c.steps(ctx, &cell)
+	if o.Keep || (o.KeepOnFailure && (cell.failedCheck || cell.Status == Error)) {
+		cell.Kept = true
+		c.say("kept: lab %s (k8sguide down --name %s)", c.lab, c.lab)
+		return cell
+	}
+	if err := c.down(); err != nil {
+		cell.Status, cell.Error = Error, fmt.Sprintf("taking the lab down: %v", err)
+	}
+	return cell
+}
+
+// newCell starts the record of scenario s on dataplane dp, on lab labName.
+func newCell(s *scenarios.Scenario, dp string, o Options, labName string) (Cell, *cellRun) {
+	cell := Cell{Scenario: s.Metadata.Name, File: s.File, Dataplane: dp, Lab: labName, Started: time.Now()}
 	var mu sync.Mutex
-	c := &cellRun{o: o, s: s, dp: dp, lab: cell.Lab}
+	c := &cellRun{o: o, s: s, dp: dp, lab: labName}
 	c.say = func(format string, args ...any) {
 		if o.Progress == nil {
 			return
@@ -211,12 +280,15 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 		fmt.Fprintf(o.Progress, "[%s/%s] %s\n", s.Metadata.Name, dp, fmt.Sprintf(format, args...))
 	}
 	c.labs = &labState{c: c}
-	defer func() { cell.Seconds = time.Since(start).Seconds() }()
+	return cell, c
+}
 
+// up brings the cell's lab up; when it cannot, it says why in cell and returns false.
+func (c *cellRun) up(ctx context.Context, cell *Cell) bool {
 	if _, err := c.k8sguide(ctx, "get", "nodes", "-o", "json", "--name", c.lab); err == nil {
 		cell.Status, cell.Error = Error, fmt.Sprintf("a lab named %s is up already: take it down (k8sguide down --name %s) or run with --lab-prefix", c.lab, c.lab)
 		cell.labTaken = true
-		return cell
+		return false
 	}
 	c.say("up: lab %s", c.lab)
 	c.explainCommand(c.upArgs())
@@ -227,8 +299,14 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 		if ctx.Err() != nil {
 			c.down() // up cleans up after itself when interrupted; this makes sure
 		}
-		return cell
+		return false
 	}
+	return true
+}
+
+// steps runs the cell's scenario's steps on its lab, which is up, and records the checks in cell.
+func (c *cellRun) steps(ctx context.Context, cell *Cell) {
+	s, o := c.s, c.o
 	cell.Status = Pass
 	failed := false
 	for i := range s.Steps {
@@ -279,15 +357,6 @@ func runCell(ctx context.Context, s *scenarios.Scenario, dp string, o Options) (
 		}
 	}
 	cell.failedCheck = failed
-	if o.Keep || (o.KeepOnFailure && (failed || cell.Status == Error)) {
-		cell.Kept = true
-		c.say("kept: lab %s (k8sguide down --name %s)", c.lab, c.lab)
-		return cell
-	}
-	if err := c.down(); err != nil {
-		cell.Status, cell.Error = Error, fmt.Sprintf("taking the lab down: %v", err)
-	}
-	return cell
 }
 
 func suffix(ch Check) string {

@@ -109,31 +109,42 @@ steps:
 	e2etest.AssertNothingLeft(t, lab)
 }
 
-// TestShippedScenario runs the shipped NodePort lesson on nftables, writes JUnit and reads it back with a JUnit
-// parser, as a CI system would.
+// TestShippedScenario runs two shipped lessons of the default lab on nftables, which share one lab (the runner
+// puts it back as up left it between them), writes JUnit and reads it back with a JUnit parser, as a CI system
+// would.
 func TestShippedScenario(t *testing.T) {
 	e2etest.NeedRoot(t, "nft")
-	const lab = "kgscs-nodeport-nft"
+	const lab = "kgscs-lessons-nft"
 	e2etest.DownAtCleanup(t, lab)
 	xml := filepath.Join(t.TempDir(), "junit.xml")
-	r, code, _ := scenarioRun(t, "nodeport", "--dataplane", "nftables", "--lab-prefix", "kgscs", "--junit", xml)
+	r, code, progress := scenarioRun(t, "nodeport", "clusterip", "--dataplane", "nftables", "--lab-prefix", "kgscs", "--junit", xml)
 	if code != 0 {
 		t.Errorf("exit status %d, want 0: %+v", code, r.Cells)
+	}
+	if len(r.Cells) != 2 || r.Cells[0].Lab != lab || r.Cells[1].Lab != lab {
+		t.Fatalf("cells %+v, want nodeport and clusterip on lab %s", r.Cells, lab)
+	}
+	if n := strings.Count(progress, "up: lab "); n != 1 || !strings.Contains(progress, "[clusterip/nftables] on lab "+lab) {
+		t.Errorf("%d labs brought up, want one, and clusterip run on nodeport's lab:\n%s", n, progress)
+	}
+	if !strings.Contains(progress, "[nodeport/nftables] put back: the lesson's ") {
+		t.Errorf("the runner did not say it put the lab back after nodeport:\n%s", progress)
 	}
 	suites, err := junitparser.IngestFile(xml)
 	if err != nil {
 		t.Fatalf("reading the JUnit file back: %v", err)
 	}
-	if len(suites) != 1 || suites[0].Name != "nodeport/nftables" {
-		t.Fatalf("suites %+v, want nodeport/nftables", suites)
+	if len(suites) != 2 || suites[0].Name != "nodeport/nftables" || suites[1].Name != "clusterip/nftables" {
+		t.Fatalf("suites %+v, want nodeport/nftables and clusterip/nftables", suites)
 	}
-	s := suites[0]
-	if s.Totals.Tests != len(r.Cells[0].Checks) || s.Totals.Passed != s.Totals.Tests || s.Totals.Tests < 4 {
-		t.Errorf("suite totals %+v, want every one of the %d checks passed", s.Totals, len(r.Cells[0].Checks))
-	}
-	for _, tc := range s.Tests {
-		if strings.Contains(tc.Name, "trace") && !strings.Contains(tc.SystemOut, `"result": "agree"`) {
-			t.Errorf("test case %q: system-out lacks the verification:\n%s", tc.Name, tc.SystemOut)
+	for i, s := range suites {
+		if s.Totals.Tests != len(r.Cells[i].Checks) || s.Totals.Passed != s.Totals.Tests || s.Totals.Tests < 3 {
+			t.Errorf("suite %s totals %+v, want every one of the %d checks passed", s.Name, s.Totals, len(r.Cells[i].Checks))
+		}
+		for _, tc := range s.Tests {
+			if strings.Contains(tc.Name, "trace") && !strings.Contains(tc.SystemOut, `"result": "agree"`) {
+				t.Errorf("test case %q: system-out lacks the verification:\n%s", tc.Name, tc.SystemOut)
+			}
 		}
 	}
 	e2etest.AssertNothingLeft(t, lab)

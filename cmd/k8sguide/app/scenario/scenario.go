@@ -115,6 +115,7 @@ type runFlags struct {
 	Explain       bool
 	NoPause       bool
 	LabPrefix     string
+	LabPerLesson  bool
 }
 
 // exitCode ends the command with a status and no message of its own: the report has said it.
@@ -141,10 +142,13 @@ func runCommand(streams lab.Streams) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run [NAME|FILE...]",
-		Short: "Run scenarios (default: every shipped one) on each of their dataplanes, each in a fresh lab, and print the matrix",
-		Long: `Run scenarios on each of their dataplanes, each in a fresh lab that is taken down afterwards (also on
-failure and on Ctrl-C, unless --keep or --keep-on-failure). Exit status: 0 every check passed, 1 a check failed,
-2 a scenario or its lab could not run.`,
+		Short: "Run scenarios (default: every shipped one) on each of their dataplanes, and print the matrix",
+		Long: `Run scenarios on each of their dataplanes, in labs that are taken down afterwards (also on failure and on
+Ctrl-C, unless --keep or --keep-on-failure). Scenarios that ask for the same lab (dataplane, workers, NodePort
+range and addresses, LB algorithm) run one after another on one lab, which is put back as up left it between
+them: what a scenario made is deleted, and a lab that cannot be put back is replaced by a fresh one.
+--lab-per-lesson, --keep and --explain give each scenario a fresh lab. Exit status: 0 every check passed, 1 a
+check failed, 2 a scenario or its lab could not run.`,
 		Example: `  k8sguide scenario run --dataplane iptables,nftables,ebpf --junit results.xml
   k8sguide scenario run nodeport --explain --dataplane nftables
   k8sguide scenario run ./my-lesson.yaml -o json`,
@@ -165,6 +169,7 @@ failure and on Ctrl-C, unless --keep or --keep-on-failure). Exit status: 0 every
 	cmd.Flags().BoolVar(&f.Explain, "explain", false, "walk the lesson: each step's command, its output and what to notice")
 	cmd.Flags().BoolVar(&f.NoPause, "no-pause", false, "with --explain: do not wait for Enter between steps")
 	cmd.Flags().StringVar(&f.LabPrefix, "lab-prefix", "scn", "start of every lab's name")
+	cmd.Flags().BoolVar(&f.LabPerLesson, "lab-per-lesson", false, "a fresh lab for every scenario on every dataplane, none shared")
 	return cmd
 }
 
@@ -215,7 +220,7 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 		return err
 	}
 	o := run.Options{Exe: exe, Provider: f.Provider, Image: f.Image, Dataplanes: dps, Keep: f.Keep, KeepOnFailure: f.KeepOnFailure,
-		Parallel: f.Parallel, Progress: streams.Err, LabPrefix: f.LabPrefix}
+		Parallel: f.Parallel, Progress: streams.Err, LabPrefix: f.LabPrefix, LabPerLesson: f.LabPerLesson}
 	if f.Explain {
 		o.Progress = nil
 		o.Explain = &run.Explain{Out: streams.Out}

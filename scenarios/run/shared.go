@@ -1,0 +1,212 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// One lab, many lessons: bringing a lab up is most of what a lesson costs, and most lessons ask for the same lab.
+// runShared runs such lessons one after another on one lab, as Kubernetes' e2e suite shares a cluster. Between
+// two lessons the runner puts the lab back as `up` left it: it deletes every Namespace, Deployment, Service and
+// ConfigMap the lesson made (what was not there before it), waits for their pods to go, and checks that the lab
+// holds exactly what it held before. A lab it cannot put back is taken down, and the next lesson gets a new one.
+
+// restoreTimeout bounds putting a shared lab back after a lesson: deleting its objects and their pods going.
+const restoreTimeout = 2 * time.Minute
+
+// runShared runs a group's cells one after another on the group's lab, and takes the lab down at the end.
+func runShared(ctx context.Context, g labGroup, o Options, r *Report) {
+	var lab sharedLab
+	for _, j := range g.jobs {
+		cell := lab.run(ctx, j, g.lab, o)
+		if cell.Status == Error && !cell.failedCheck && ctx.Err() == nil && !cell.Kept && !cell.labTaken && !cell.notPutBack {
+			first := cell.Error
+			cell = lab.run(ctx, j, g.lab, o)
+			cell.Retried = first
+		}
+		r.Cells[j.i] = cell
+	}
+	if lab.up != nil {
+		lab.up.say("down: lab %s, after its last lesson", lab.up.lab)
+		if err := lab.up.down(); err != nil {
+			last := &r.Cells[g.jobs[len(g.jobs)-1].i]
+			last.Status, last.Error = Error, fmt.Sprintf("taking the shared lab down: %v", err)
+		}
+	}
+}
+
+// sharedLab is a group's lab while it is up.
+type sharedLab struct {
+	up *cellRun // the cell that brought it up (nil: no lab is up)
+	// before is what the lab held after up: objectsOf's lines.
+	before []string
+}
+
+// run runs one cell on the shared lab, bringing it up first when none is.
+func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (cell Cell) {
+	cell, c := newCell(j.s, j.dp, o, labName)
+	defer func() { cell.Seconds = time.Since(cell.Started).Seconds() }()
+	if l.up == nil {
+		if ctx.Err() != nil {
+			cell.Status, cell.Error = Error, "interrupted"
+			return cell
+		}
+		if !c.up(ctx, &cell) {
+			return cell
+		}
+		before, err := c.objects(ctx)
+		if err != nil {
+			cell.Status, cell.Error = Error, "reading the new lab: "+err.Error()
+			c.down()
+			return cell
+		}
+		l.up, l.before = c, before
+	} else {
+		c.say("on lab %s, as up left it (shared with the lessons before)", c.lab)
+	}
+	c.steps(ctx, &cell)
+	switch {
+	case o.KeepOnFailure && (cell.failedCheck || cell.Status == Error):
+		cell.Kept = true
+		c.say("kept: lab %s (k8sguide down --name %s); the next lesson gets a new lab", c.lab, c.lab)
+		l.up = nil
+	case ctx.Err() != nil:
+		c.down()
+		l.up = nil
+	default:
+		if err := c.putBack(ctx, l.before); err != nil {
+			cell.notPutBack = true
+			if cell.Status != Error {
+				cell.Status, cell.Error = Error, "putting the shared lab back after the lesson: "+err.Error()
+			}
+			c.say("the lab could not be put back (%v): it goes, and the next lesson gets a new one", err)
+			c.down()
+			l.up = nil
+		}
+	}
+	return cell
+}
+
+// labObject is what objects reads of each object.
+type labObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"metadata"`
+}
+
+// objectKinds are what a lesson can make (deploy applies ConfigMaps, Deployments and Services; kubectl could
+// make a Namespace), and pods, which must go with their Deployments.
+const objectKinds = "namespaces,deployments,services,configmaps,pods"
+
+// objects lists the lab's objects of objectKinds, one line each ("Kind namespace/name"), pods counted in one
+// line, sorted. Each namespace's kube-root-ca.crt is left out: its controller makes it again when deleted.
+func (c *cellRun) objects(ctx context.Context) ([]string, error) {
+	out, err := c.k8sguide(ctx, "kubectl", "--name", c.lab, "--", "get", objectKinds, "--all-namespaces", "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("listing the lab's objects: %v", err)
+	}
+	var list struct {
+		Items []labObject `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, fmt.Errorf("listing the lab's objects: %v", err)
+	}
+	pods := 0
+	var lines []string
+	for _, o := range list.Items {
+		switch {
+		case o.Kind == "Pod":
+			pods++
+		case o.Kind == "ConfigMap" && o.Metadata.Name == "kube-root-ca.crt":
+		default:
+			lines = append(lines, o.Kind+" "+o.Metadata.Namespace+"/"+o.Metadata.Name)
+		}
+	}
+	lines = append(lines, fmt.Sprintf("Pods: %d", pods))
+	slices.Sort(lines)
+	return lines, nil
+}
+
+// putBack deletes what the lesson made (the objects not in before) and waits until the lab holds exactly before.
+func (c *cellRun) putBack(ctx context.Context, before []string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	now, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	// Namespaced objects by namespace, then the namespaces (deleting one deletes what is in it, but its objects'
+	// deletion is then the namespace controller's, slower than deleting them here).
+	made := map[string][]string{}
+	var namespaces []string
+	for _, line := range now {
+		kind, ref, ok := strings.Cut(line, " ")
+		if !ok || kind == "Pods:" || slices.Contains(before, line) {
+			continue
+		}
+		ns, name, _ := strings.Cut(ref, "/")
+		if kind == "Namespace" {
+			namespaces = append(namespaces, "namespace/"+name)
+			continue
+		}
+		made[ns] = append(made[ns], strings.ToLower(kind)+"/"+name)
+	}
+	for _, ns := range slices.Sorted(maps.Keys(made)) {
+		args := append([]string{"kubectl", "--name", c.lab, "--", "delete", "-n", ns, "--ignore-not-found", "--wait", "--timeout=2m"}, made[ns]...)
+		if _, err := c.k8sguide(ctx, args...); err != nil {
+			return fmt.Errorf("deleting the lesson's objects in %s: %v", ns, err)
+		}
+	}
+	if len(namespaces) > 0 {
+		args := append([]string{"kubectl", "--name", c.lab, "--", "delete", "--ignore-not-found", "--wait", "--timeout=2m"}, namespaces...)
+		if _, err := c.k8sguide(ctx, args...); err != nil {
+			return fmt.Errorf("deleting the lesson's namespaces: %v", err)
+		}
+	}
+	// The pods of the deleted Deployments go after them.
+	for {
+		if now, err = c.objects(ctx); err == nil && slices.Equal(now, before) {
+			c.say("put back: the lesson's %d objects deleted", len(namespaces)+countAll(made))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("the lab still differs from what up left after %s:\n%s", restoreTimeout, linesDiff(before, now))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func countAll(m map[string][]string) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
+}
+
+// linesDiff says which lines only one of before and after has.
+func linesDiff(before, after []string) string {
+	var b strings.Builder
+	for _, l := range before {
+		if !slices.Contains(after, l) {
+			b.WriteString("  - " + l + "\n")
+		}
+	}
+	for _, l := range after {
+		if !slices.Contains(before, l) {
+			b.WriteString("  + " + l + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
