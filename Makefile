@@ -160,8 +160,13 @@ node-ip-3:
 # Unit tests everywhere; the end-to-end tests on real namespaces need root and skip without it. As root on
 # Linux, the tests' tools are installed first (deps); without root the tests that need them skip.
 TEST_DEPS := $(if $(and $(filter 0,$(shell id -u)),$(filter Linux,$(shell uname -s))),deps)
+# gotestsum (a tool of go.mod's) runs go test with these flags, prints what go test prints, and keeps the run as
+# JSON in TEST_JSON; from it the ten slowest tests (subtests too) are printed at the end, pass or fail, so the
+# test budget (docs/development.md) shows in every run's log.
+TEST_JSON ?= test-results.json
 test: $(TEST_DEPS)
-	go test -count=1 -timeout 60m ./...
+	@status=0; go tool gotestsum --format standard-quiet --jsonfile $(TEST_JSON) -- -count=1 -timeout 60m ./... || status=$$?; \
+	  echo "== make test: the ten slowest tests"; go tool gotestsum tool slowest --jsonfile $(TEST_JSON) --num 10; exit $$status
 
 # The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI.
 # PROVIDER=kind: the kind column, real kind clusters on the node image KIND_IMAGE (default: the offline one,
