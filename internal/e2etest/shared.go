@@ -19,6 +19,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
+	"github.com/k8sguide/k8sguide/internal/linediff"
 	"github.com/k8sguide/k8sguide/lab"
 )
 
@@ -264,7 +265,7 @@ func changesOf(s *sharedLab, wait time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return objectsDiff(s.objects, now), nil
+	return linediff.Sets(s.objects, now), nil
 }
 
 // SharedLabChanges is what the fixture would find changed in shared lab name if the test ended now, waiting up
@@ -287,21 +288,6 @@ func SharedLabChanges(t *testing.T, name string, wait time.Duration) string {
 		t.Fatal(err)
 	}
 	return changes
-}
-
-func objectsDiff(before, after []string) string {
-	var b strings.Builder
-	for _, l := range before {
-		if !slices.Contains(after, l) {
-			b.WriteString("  - " + l + "\n")
-		}
-	}
-	for _, l := range after {
-		if !slices.Contains(before, l) {
-			b.WriteString("  + " + l + "\n")
-		}
-	}
-	return b.String()
 }
 
 // DeleteAtCleanup deletes objects a test made in a shared lab (KIND/NAME, as kubectl takes them, in namespace

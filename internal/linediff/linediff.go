@@ -1,8 +1,10 @@
-// Package linediff says where two texts part, for tests that compare printed output with what they expect.
+// Package linediff says where two texts part, for tests that compare printed output with what they expect, and
+// which lines two sets of lines do not share.
 package linediff
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -22,4 +24,21 @@ func First(want, got string) string {
 		}
 	}
 	return "(same lines, different bytes)"
+}
+
+// Sets says which lines only one of before and after holds, order aside: "  - LINE" for each line before has and
+// after lacks, then "  + LINE" for each after has and before lacks, one a line ("" when they hold the same).
+func Sets(before, after []string) string {
+	var b strings.Builder
+	for _, l := range before {
+		if !slices.Contains(after, l) {
+			b.WriteString("  - " + l + "\n")
+		}
+	}
+	for _, l := range after {
+		if !slices.Contains(before, l) {
+			b.WriteString("  + " + l + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

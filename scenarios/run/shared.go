@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/k8sguide/k8sguide/internal/linediff"
 )
 
 // One lab, many lessons: bringing a lab up is most of what a lesson costs, and most lessons ask for the same lab.
@@ -181,7 +183,7 @@ func (c *cellRun) putBack(ctx context.Context, before []string) error {
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("the lab still differs from what up left after %s:\n%s", restoreTimeout, linesDiff(before, now))
+			return fmt.Errorf("the lab still differs from what up left after %s:\n%s", restoreTimeout, linediff.Sets(before, now))
 		case <-time.After(time.Second):
 		}
 	}
@@ -193,20 +195,4 @@ func countAll(m map[string][]string) int {
 		n += len(v)
 	}
 	return n
-}
-
-// linesDiff says which lines only one of before and after has.
-func linesDiff(before, after []string) string {
-	var b strings.Builder
-	for _, l := range before {
-		if !slices.Contains(after, l) {
-			b.WriteString("  - " + l + "\n")
-		}
-	}
-	for _, l := range after {
-		if !slices.Contains(before, l) {
-			b.WriteString("  + " + l + "\n")
-		}
-	}
-	return strings.TrimRight(b.String(), "\n")
 }
