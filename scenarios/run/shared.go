@@ -34,7 +34,6 @@ func runShared(ctx context.Context, g labGroup, o Options, r *Report) {
 		r.Cells[j.i] = cell
 	}
 	if lab.up != nil {
-		lab.up.say("down: lab %s, after its last lesson", lab.up.lab)
 		if err := lab.up.down(); err != nil {
 			last := &r.Cells[g.jobs[len(g.jobs)-1].i]
 			last.Status, last.Error = Error, fmt.Sprintf("taking the shared lab down: %v", err)
