@@ -168,7 +168,8 @@ test: $(TEST_DEPS)
 	@status=0; go tool gotestsum --format standard-quiet --jsonfile $(TEST_JSON) -- -count=1 -timeout 60m ./... || status=$$?; \
 	  echo "== make test: the ten slowest tests"; go tool gotestsum tool slowest --jsonfile $(TEST_JSON) --num 10; exit $$status
 
-# The shipped lessons (k8sguide scenario list), each in a fresh lab per dataplane, with JUnit for CI.
+# The shipped lessons (k8sguide scenario list) on every dataplane, those of the default lab sharing one lab per
+# dataplane (scenario run puts it back between them), with JUnit for CI.
 # PROVIDER=kind: the kind column, real kind clusters on the node image KIND_IMAGE (default: the offline one,
 # built by make kind-image) for KIND_DATAPLANES, run where the engine's networks are (the private engine's
 # namespace, when make kind-engine started it), JUnit in junit-scenarios-kind.xml.
