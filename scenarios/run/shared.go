@@ -43,7 +43,7 @@ func runShared(ctx context.Context, g labGroup, o Options, r *Report) {
 
 // sharedLab is a group's lab while it is up.
 type sharedLab struct {
-	up *cellRun // the cell that brought it up (nil: no lab is up)
+	up *cellRun // the cell that ran on it last (nil: no lab is up)
 	// before is what the lab held after up: objectsOf's lines.
 	before []string
 }
@@ -80,6 +80,7 @@ func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (
 		c.down()
 		l.up = nil
 	default:
+		l.up = c // the lesson that ran last says the lab's down
 		if err := c.putBack(ctx, l.before); err != nil {
 			cell.notPutBack = true
 			if cell.Status != Error {
