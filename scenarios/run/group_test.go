@@ -10,7 +10,7 @@ import (
 
 // TestGroupJobs: the shipped lessons that ask for the default lab share one lab per dataplane, named after the
 // dataplane; a lesson whose lab has a shape of its own (NodePort range or addresses, Maglev) keeps its own lab,
-// named after it; --lab-per-lesson, --keep and --explain give every cell its own.
+// named after it; --lab-per-lesson, --keep, --keep-on-failure and --explain give every cell its own.
 func TestGroupJobs(t *testing.T) {
 	list, err := scenarios.Builtin()
 	if err != nil {
@@ -70,7 +70,7 @@ func TestGroupJobs(t *testing.T) {
 		}
 	}
 
-	for _, o := range []Options{{LabPerLesson: true}, {Keep: true}, {Explain: &Explain{Out: &strings.Builder{}}}} {
+	for _, o := range []Options{{LabPerLesson: true}, {Keep: true}, {KeepOnFailure: true}, {Explain: &Explain{Out: &strings.Builder{}}}} {
 		if g := groupJobs(jobs, o); len(g) != len(jobs) {
 			t.Errorf("options %+v: %d groups for %d cells, want one each", o, len(g), len(jobs))
 		}

@@ -45,7 +45,7 @@ type Options struct {
 	LabPrefix string
 	// LabPerLesson gives every cell a fresh lab. Otherwise the lessons that ask for the same lab (dataplane,
 	// workers, NodePort range and addresses, LB algorithm) run one after another on one lab, which the runner
-	// puts back as it was between them (Keep and Explain always give each lesson its own).
+	// puts back as it was between them (Keep, KeepOnFailure and Explain always give each lesson its own).
 	LabPerLesson bool
 }
 
@@ -189,14 +189,14 @@ type labGroup struct {
 }
 
 // groupJobs puts together the cells that can share a lab, in the order of their first cell: the same dataplane
-// and the same `up` (upArgs). Keep (every lab left up to explore, each lesson's own) and Explain (a classroom
-// walk, whose `up` the student sees) keep a lab per lesson, as LabPerLesson does.
+// and the same `up` (upArgs). Keep and KeepOnFailure (labs left up to explore, each with its own lesson in it)
+// and Explain (a classroom walk, whose `up` the student sees) keep a lab per lesson, as LabPerLesson does.
 func groupJobs(jobs []job, o Options) []labGroup {
 	var groups []labGroup
 	index := map[string]int{}
 	for _, j := range jobs {
 		key := strings.Join((&cellRun{o: o, s: j.s, dp: j.dp}).upArgs(), " ")
-		if i, ok := index[key]; ok && !o.LabPerLesson && !o.Keep && o.Explain == nil {
+		if i, ok := index[key]; ok && !o.LabPerLesson && !o.Keep && !o.KeepOnFailure && o.Explain == nil {
 			groups[i].jobs = append(groups[i].jobs, j)
 			continue
 		}

@@ -72,10 +72,6 @@ func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (
 	}
 	c.steps(ctx, &cell)
 	switch {
-	case o.KeepOnFailure && (cell.failedCheck || cell.Status == Error):
-		cell.Kept = true
-		c.say("kept: lab %s (k8sguide down --name %s); the next lesson gets a new lab", c.lab, c.lab)
-		l.up = nil
 	case ctx.Err() != nil:
 		c.down()
 		l.up = nil
