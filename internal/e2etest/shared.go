@@ -63,11 +63,8 @@ func SharedLab(t *testing.T, d dataplanes.Name) string {
 	s := sharedLabs[d]
 	if s != nil && s.broken != "" {
 		t.Logf("shared lab %s is replaced: %s", s.name, s.broken)
-		if _, err := os.Stat(filepath.Join(StateDir, s.name)); err == nil {
-			K8sguide(t, "down", "--name", s.name)
-		}
-		for _, left := range Leftovers(s.name) {
-			t.Error(left)
+		for _, problem := range takeDown(s.name) {
+			t.Error(problem)
 		}
 		delete(sharedLabs, d)
 		s = nil
@@ -336,10 +333,7 @@ func downShared() error {
 	defer sharedMu.Unlock()
 	var problems []string
 	for d, s := range sharedLabs {
-		if _, err := Quiet("down", "--name", s.name); err != nil {
-			problems = append(problems, err.Error())
-		}
-		problems = append(problems, Leftovers(s.name)...)
+		problems = append(problems, takeDown(s.name)...)
 		delete(sharedLabs, d)
 	}
 	if sharedUps > 0 {
@@ -349,4 +343,13 @@ func downShared() error {
 		return fmt.Errorf("taking the shared labs down:\n%s", strings.Join(problems, "\n"))
 	}
 	return nil
+}
+
+// takeDown takes a shared lab down and says what went wrong and what is left of it.
+func takeDown(name string) []string {
+	var problems []string
+	if _, err := Quiet("down", "--name", name); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return append(problems, Leftovers(name)...)
 }

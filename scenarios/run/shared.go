@@ -144,11 +144,13 @@ func (c *cellRun) putBack(ctx context.Context, before []string) error {
 	// deletion is then the namespace controller's, slower than deleting them here).
 	made := map[string][]string{}
 	var namespaces []string
+	deleted := 0
 	for _, line := range now {
 		kind, ref, ok := strings.Cut(line, " ")
 		if !ok || kind == "Pods:" || slices.Contains(before, line) {
 			continue
 		}
+		deleted++
 		ns, name, _ := strings.Cut(ref, "/")
 		if kind == "Namespace" {
 			namespaces = append(namespaces, "namespace/"+name)
@@ -171,7 +173,7 @@ func (c *cellRun) putBack(ctx context.Context, before []string) error {
 	// The pods of the deleted Deployments go after them.
 	for {
 		if now, err = c.objects(ctx); err == nil && slices.Equal(now, before) {
-			c.say("put back: the lesson's %d objects deleted", len(namespaces)+countAll(made))
+			c.say("put back: the lesson's %d objects deleted", deleted)
 			return nil
 		}
 		select {
@@ -183,12 +185,4 @@ func (c *cellRun) putBack(ctx context.Context, before []string) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func countAll(m map[string][]string) int {
-	n := 0
-	for _, v := range m {
-		n += len(v)
-	}
-	return n
 }

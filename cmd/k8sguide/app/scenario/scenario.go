@@ -147,8 +147,8 @@ func runCommand(streams lab.Streams) *cobra.Command {
 Ctrl-C, unless --keep or --keep-on-failure). Scenarios that ask for the same lab (dataplane, workers, NodePort
 range and addresses, LB algorithm) run one after another on one lab, which is put back as up left it between
 them: what a scenario made is deleted, and a lab that cannot be put back is replaced by a fresh one.
---lab-per-lesson, --keep, --keep-on-failure and --explain give each scenario a fresh lab. Exit status: 0 every check passed, 1 a
-check failed, 2 a scenario or its lab could not run.`,
+--lab-per-lesson, --keep, --keep-on-failure and --explain give each scenario a fresh lab. Exit status: 0
+every check passed, 1 a check failed, 2 a scenario or its lab could not run.`,
 		Example: `  k8sguide scenario run --dataplane iptables,nftables,ebpf --junit results.xml
   k8sguide scenario run nodeport --explain --dataplane nftables
   k8sguide scenario run ./my-lesson.yaml -o json`,
