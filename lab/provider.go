@@ -37,6 +37,11 @@ type Status struct {
 	Nodes     []Node          `json:"nodes"`
 	// NodePortAddresses is kube-proxy's --nodeport-addresses where the provider knows it (nil: unset).
 	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
+	// NodePortRange is the apiserver's --service-node-port-range ("": not known).
+	NodePortRange string `json:"nodePortRange,omitempty"`
+	// LBAlgorithm is Cilium's load-balancing algorithm on a lab whose nodes run Cilium, "random" or "maglev"
+	// ("": no Cilium, or not known).
+	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
 	// Client is the lab's outside host: the address NodePort traffic comes from (the Docker bridge gateway
 	// on kind, the client namespace on netns).
 	Client string `json:"client,omitempty"`

@@ -50,6 +50,9 @@ func TestKind(t *testing.T) {
 	before, kernel := RootState(), KernelSettings()
 	for _, d := range kindDataplanes() {
 		t.Run(string(d), func(t *testing.T) { testLab(t, e, d) })
+		if d == dataplanes.EBPF {
+			t.Run("ebpf-maglev", func(t *testing.T) { testMaglev(t, e) })
+		}
 	}
 	if after := RootState(); after != before {
 		t.Errorf("the root network namespace changed across the kind run:\n%s", diff(before, after))
@@ -88,11 +91,11 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 		// nftables and ebpf, so that CI's run, iptables and ebpf, has it.)
 		up = append(up, "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+name))
 	}
-	if d == dataplanes.EBPF {
-		// Maglev: every trace below then predicts the one backend the flow's hash picks.
-		up = append(up, "--lb-algorithm", "maglev")
-	}
 	e.MustRun(t, up...)
+
+	// The scenario matrix's kind slice, on the lab before anything is on it: scenario run --lab puts it back as
+	// it found it after each lesson.
+	lessons(t, e, name, "nodeport", "local-traffic")
 
 	// One replica first: the workers but one have no pod of web, and must forward the NodePort to it (a node
 	// whose IPv4 forwarding was off dropped it: the 3-node nodeport failure).
@@ -207,6 +210,66 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 	e.MustRun(t, "down", "--name", name)
 	if left := e.Leftovers(name, volumes); len(left) > 0 {
 		t.Errorf("down left %s", strings.Join(left, "; "))
+	}
+}
+
+// testMaglev runs Cilium with Maglev on a kind lab of its own (the LB algorithm is the agent's, chosen at up):
+// the maglev lesson, then trace --verify on every node from the client, the node and a pod, each predicting the
+// one backend the flow's hash picks, and the kernel's choice compared with it.
+func testMaglev(t *testing.T, e *Env) {
+	name := "kt-mag"
+	volumes := e.Volumes()
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("K8SGUIDE_KIND_KEEP") != "" {
+			return
+		}
+		e.Run(t, "down", "--name", name)
+	})
+	e.MustRun(t, "up", "--provider", "kind", "--name", name, "--dataplane", string(dataplanes.EBPF), "--image", e.Image, "--lb-algorithm", "maglev")
+	lessons(t, e, name, "maglev")
+	e.MustRun(t, "deploy", "--name", name)
+	e.MustRun(t, "nodeport", "--name", name, "--check", "0")
+	port := nodePort(t, e, name)
+	pod, podNode := aPod(t, e, name)
+	for _, n := range nodeAddrs(t, e, name) {
+		verify(t, e, "trace", "--name", name, "--node", n.name, "--service", "web", "--verify")
+		verify(t, e, "trace", "--name", name, "--node", n.name, "--service", "web", "--from", "node", "--verify")
+		if n.name != podNode {
+			verify(t, e, "trace", "--name", name, "--dst", n.ip+":"+port, "--from", "pod/"+pod, "--verify")
+		}
+	}
+	e.MustRun(t, "down", "--name", name)
+	if left := e.Leftovers(name, volumes); len(left) > 0 {
+		t.Errorf("down left %s", strings.Join(left, "; "))
+	}
+}
+
+// lessons runs shipped lessons on the lab with scenario run --lab: every check must pass, and the lab must be
+// left as it was (the runner checks that itself, and fails the cell when it is not).
+func lessons(t *testing.T, e *Env, name string, names ...string) {
+	t.Helper()
+	out, err := e.Run(t, append(append([]string{"scenario", "run"}, names...), "--lab", name, "-o", "json")...)
+	var r struct {
+		Cells []struct {
+			Scenario, Status, Error string
+			Checks                  []struct{ Title, Status, Error string }
+		}
+	}
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		t.Fatalf("scenario run %v --lab %s: %v (%v)\n%s", names, name, err, jerr, out)
+	}
+	if err != nil || len(r.Cells) != len(names) {
+		t.Errorf("scenario run %v --lab %s: %v, %d cells", names, name, err, len(r.Cells))
+	}
+	for _, c := range r.Cells {
+		if c.Status != "pass" {
+			t.Errorf("lesson %s on lab %s: %s %s", c.Scenario, name, c.Status, c.Error)
+		}
+		for _, ch := range c.Checks {
+			if ch.Status != "pass" {
+				t.Errorf("lesson %s, check %q: %s %s", c.Scenario, ch.Title, ch.Status, ch.Error)
+			}
+		}
 	}
 }
 

@@ -24,8 +24,10 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
+	"sigs.k8s.io/yaml"
 
 	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/kubeconfig"
 	"github.com/k8sguide/k8sguide/lab/podserver"
@@ -485,7 +487,42 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	for _, pod := range proxies.Items {
 		st.Proxies[pod.Spec.NodeName] = lab.ProxyStatus{Running: podutils.IsPodReady(&pod)}
 	}
+	readShape(ctx, cs, &st)
 	return st, nil
+}
+
+// readShape reads back from the cluster what up asked of it beyond the dataplane: the apiserver's NodePort range
+// (its static pod's command, as kubeadm writes it), kube-proxy's --nodeport-addresses (its ConfigMap) and
+// Cilium's load-balancing algorithm (cilium-config). What cannot be read stays unknown.
+func readShape(ctx context.Context, cs kubernetes.Interface, st *lab.Status) {
+	apiservers, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=kube-apiserver"})
+	if err == nil && len(apiservers.Items) > 0 {
+		st.NodePortRange = lab.DefaultNodePortRange
+		for _, c := range apiservers.Items[0].Spec.Containers {
+			for _, arg := range c.Command {
+				if r, ok := strings.CutPrefix(arg, "--service-node-port-range="); ok {
+					st.NodePortRange = r
+				}
+			}
+		}
+	}
+	face, _ := engines.Lab(st.Dataplane)
+	if face.Agent == dataplanes.AgentCilium {
+		if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "cilium-config", metav1.GetOptions{}); err == nil {
+			if st.LBAlgorithm = cm.Data["bpf-lb-algorithm"]; st.LBAlgorithm == "" {
+				st.LBAlgorithm = face.LBAlgorithms[0] // Cilium's default, as up's
+			}
+		}
+		return
+	}
+	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{}); err == nil {
+		var conf struct {
+			NodePortAddresses []string `json:"nodePortAddresses"`
+		}
+		if yaml.Unmarshal([]byte(cm.Data["config.conf"]), &conf) == nil {
+			st.NodePortAddresses = conf.NodePortAddresses
+		}
+	}
 }
 
 // proxySelector selects the pods that implement Services on each node.

@@ -20,7 +20,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/lab/controlplane"
 	"github.com/k8sguide/k8sguide/lab/kubeconfig"
@@ -559,7 +561,13 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 		return lab.Status{}, err
 	}
 	s := lab.Status{Name: name, Provider: ProviderName, Dataplane: st.Config.Dataplane, Nodes: slices.Clone(st.Nodes), Client: clientIP, Proxies: map[string]lab.ProxyStatus{}, BPFFS: st.BPFFS,
-		NodePortAddresses: st.Config.NodePortAddresses}
+		NodePortAddresses: st.Config.NodePortAddresses, NodePortRange: st.Config.NodePortRange}
+	if face, _ := engines.Lab(s.Dataplane); face.Agent == dataplanes.AgentCilium {
+		s.LBAlgorithm = st.Config.LBAlgorithm
+		if s.LBAlgorithm == "" {
+			s.LBAlgorithm = face.LBAlgorithms[0] // up's default
+		}
+	}
 	for _, n := range st.Nodes {
 		s.Proxies[n.Name] = lab.ProxyStatus{Running: p.proxyPID(name, n.Name) != 0}
 	}

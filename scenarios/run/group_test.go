@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/scenarios"
 )
 
@@ -73,6 +74,49 @@ func TestGroupJobs(t *testing.T) {
 	for _, o := range []Options{{LabPerLesson: true}, {Keep: true}, {KeepOnFailure: true}, {Explain: &Explain{Out: &strings.Builder{}}}} {
 		if g := groupJobs(jobs, o); len(g) != len(jobs) {
 			t.Errorf("options %+v: %d groups for %d cells, want one each", o, len(g), len(jobs))
+		}
+	}
+}
+
+// TestDiffersFrom: scenario run --lab runs a lesson only on a lab of the shape it asks for, and says what differs.
+func TestDiffersFrom(t *testing.T) {
+	list, err := scenarios.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lesson := map[string]*scenarios.Scenario{}
+	for _, s := range list {
+		lesson[s.Metadata.Name] = s
+	}
+	threeNodes := []lab.Node{{Name: "cp"}, {Name: "w1"}, {Name: "w2"}}
+	ipt := &lab.Status{Name: "l", Dataplane: "iptables", Nodes: threeNodes, NodePortRange: lab.DefaultNodePortRange}
+	random := &lab.Status{Name: "l", Dataplane: "ebpf", Nodes: threeNodes, NodePortRange: lab.DefaultNodePortRange, LBAlgorithm: "random"}
+	maglev := &lab.Status{Name: "l", Dataplane: "ebpf", Nodes: threeNodes, NodePortRange: lab.DefaultNodePortRange, LBAlgorithm: "maglev"}
+	unknown := &lab.Status{Name: "l", Dataplane: "ebpf", Nodes: threeNodes}
+	for _, tc := range []struct {
+		lesson, dp string
+		lab        *lab.Status
+		want       string
+	}{
+		{"nodeport", "iptables", ipt, ""},
+		{"local-traffic", "iptables", ipt, ""},
+		{"nodeport", "ebpf", random, ""},
+		{"maglev", "ebpf", maglev, ""},
+		{"nodeport", "ebpf", maglev, "LB algorithm random (the lab's: maglev)"},
+		{"maglev", "ebpf", random, "LB algorithm maglev (the lab's: random)"},
+		{"nodeport", "ebpf", unknown, "NodePort range 30000-32767 (the lab's: not known), LB algorithm random (the lab's: not known)"},
+		{"nodeport", "nftables", ipt, "dataplane nftables (the lab's: iptables)"},
+		{"nodeport-range", "iptables", ipt, "NodePort range "},
+		{"nodeport-addresses", "iptables", ipt, "NodePort addresses "},
+		{"nodeport", "iptables", &lab.Status{Dataplane: "iptables", Nodes: threeNodes[:1], NodePortRange: lab.DefaultNodePortRange}, "2 workers (the lab has 0)"},
+	} {
+		s := lesson[tc.lesson]
+		if s == nil {
+			t.Fatalf("no shipped lesson %s", tc.lesson)
+		}
+		got := (&cellRun{s: s, dp: tc.dp}).differsFrom(tc.lab)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s on %s, lab %+v: %q, want %q", tc.lesson, tc.dp, tc.lab, got, tc.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/engines"
+	"github.com/k8sguide/k8sguide/lab"
 	"github.com/k8sguide/k8sguide/scenarios"
 )
 
@@ -47,6 +48,10 @@ type Options struct {
 	// workers, NodePort range and addresses, LB algorithm) run one after another on one lab, which the runner
 	// puts back as it was between them (Keep, KeepOnFailure and Explain always give each lesson its own).
 	LabPerLesson bool
+	// Lab, when set, is an existing lab every cell runs on, one after another (scenario run --lab): the runner
+	// neither brings it up nor takes it down, and puts it back as it found it after each scenario. A scenario
+	// that asks for another lab (dataplane, workers, NodePort range and addresses, LB algorithm) does not run.
+	Lab *lab.Status
 }
 
 // Explain is the classroom form of a run.
@@ -147,6 +152,10 @@ func Run(ctx context.Context, list []*scenarios.Scenario, o Options) *Report {
 		}
 	}
 	r := &Report{Cells: make([]Cell, len(jobs))}
+	if o.Lab != nil {
+		runOnLab(ctx, jobs, o, r)
+		return r
+	}
 	par := max(o.Parallel, 1)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup

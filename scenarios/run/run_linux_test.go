@@ -109,26 +109,34 @@ steps:
 	e2etest.AssertNothingLeft(t, lab)
 }
 
-// TestShippedScenario runs two shipped lessons of the default lab on nftables, which share one lab (the runner
-// puts it back as up left it between them), writes JUnit and reads it back with a JUnit parser, as a CI system
-// would.
+// TestShippedScenario runs two shipped lessons of the default lab on an nftables lab the test made (scenario
+// run --lab): one after another, the lab put back as the runner found it after each and left up; a lesson that
+// asks for another lab does not run on it, and says why. It writes JUnit and reads it back with a JUnit parser,
+// as a CI system would. (The runner's own labs, shared between lessons, are make scenarios'.)
 func TestShippedScenario(t *testing.T) {
 	e2etest.NeedRoot(t, "nft")
-	const lab = "kgscs-lessons-nft"
-	e2etest.DownAtCleanup(t, lab)
+	// A lab of its own, not the package's shared one: the lessons deploy web themselves, on a lab as up left it.
+	const lab = "kgscs-nft"
+	e2etest.UpLab(t, lab, "--dataplane", "nftables")
+	before := e2etest.MustK8sguide(t, "get", "nodes", "--name", lab)
 	xml := filepath.Join(t.TempDir(), "junit.xml")
-	r, code, progress := scenarioRun(t, "nodeport", "clusterip", "--dataplane", "nftables", "--lab-prefix", "kgscs", "--junit", xml)
+	r, code, progress := scenarioRun(t, "nodeport", "clusterip", "--lab", lab, "--junit", xml)
 	if code != 0 {
 		t.Errorf("exit status %d, want 0: %+v", code, r.Cells)
 	}
 	if len(r.Cells) != 2 || r.Cells[0].Lab != lab || r.Cells[1].Lab != lab {
 		t.Fatalf("cells %+v, want nodeport and clusterip on lab %s", r.Cells, lab)
 	}
-	if n := strings.Count(progress, "up: lab "); n != 1 || !strings.Contains(progress, "[clusterip/nftables] on lab "+lab) {
-		t.Errorf("%d labs brought up, want one, and clusterip run on nodeport's lab:\n%s", n, progress)
+	if strings.Contains(progress, "up: lab ") || strings.Contains(progress, "down: lab ") {
+		t.Errorf("the run brought a lab up or took one down; --lab runs on the lab given:\n%s", progress)
 	}
-	if !strings.Contains(progress, "[nodeport/nftables] put back: the lesson's ") {
-		t.Errorf("the runner did not say it put the lab back after nodeport:\n%s", progress)
+	for _, lesson := range []string{"nodeport", "clusterip"} {
+		if !strings.Contains(progress, "["+lesson+"/nftables] put back: the lesson's ") {
+			t.Errorf("the runner did not say it put the lab back after %s:\n%s", lesson, progress)
+		}
+	}
+	if after := e2etest.MustK8sguide(t, "get", "nodes", "--name", lab); after != before {
+		t.Errorf("the lab's nodes before the run:\n%s\nafter:\n%s", before, after)
 	}
 	suites, err := junitparser.IngestFile(xml)
 	if err != nil {
@@ -147,6 +155,14 @@ func TestShippedScenario(t *testing.T) {
 			}
 		}
 	}
+
+	// A lesson whose lab has another NodePort range: not run on this one.
+	r, code, _ = scenarioRun(t, "nodeport-range", "--lab", lab)
+	want := "not run on lab " + lab + ": the scenario asks for NodePort range "
+	if code != 2 || len(r.Cells) != 1 || r.Cells[0].Status != run.Error || !strings.HasPrefix(r.Cells[0].Error, want) || len(r.Cells[0].Checks) != 0 {
+		t.Errorf("nodeport-range on lab %s: exit %d, cells %+v; want exit 2 and one cell %q…", lab, code, r.Cells, want)
+	}
+	e2etest.MustK8sguide(t, "down", "--name", lab)
 	e2etest.AssertNothingLeft(t, lab)
 }
 

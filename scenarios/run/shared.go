@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k8sguide/k8sguide/dataplanes"
+	"github.com/k8sguide/k8sguide/dataplanes/engines"
 	"github.com/k8sguide/k8sguide/internal/linediff"
+	"github.com/k8sguide/k8sguide/lab"
 )
 
 // One lab, many lessons: bringing a lab up is most of what a lesson costs, and most lessons ask for the same lab.
@@ -41,18 +45,88 @@ func runShared(ctx context.Context, g labGroup, o Options, r *Report) {
 	}
 }
 
+// runOnLab runs the cells on the existing lab o.Lab, one after another, putting it back as it found it after
+// each; a cell whose scenario asks for another lab is an error that says what differs. The lab stays up.
+func runOnLab(ctx context.Context, jobs []job, o Options, r *Report) {
+	l := sharedLab{existing: true}
+	for _, j := range jobs {
+		c := &cellRun{o: o, s: j.s, dp: j.dp}
+		switch differs, lost := c.differsFrom(o.Lab), l.lost; {
+		case differs != "" || lost != "" || ctx.Err() != nil:
+			cell, _ := newCell(j.s, j.dp, o, o.Lab.Name)
+			cell.Status = Error
+			switch {
+			case differs != "":
+				cell.Error = fmt.Sprintf("not run on lab %s: the scenario asks for %s", o.Lab.Name, differs)
+			case lost != "":
+				cell.Error = fmt.Sprintf("not run on lab %s: %s", o.Lab.Name, lost)
+			default:
+				cell.Error = "interrupted"
+			}
+			r.Cells[j.i] = cell
+		default:
+			r.Cells[j.i] = l.run(ctx, j, o.Lab.Name, o)
+		}
+	}
+}
+
+// differsFrom says how the lab the cell's scenario asks for differs from st ("" when it does not): what up
+// would have been given (upArgs) beside what the lab is.
+func (c *cellRun) differsFrom(st *lab.Status) string {
+	var d []string
+	if string(st.Dataplane) != c.dp {
+		d = append(d, fmt.Sprintf("dataplane %s (the lab's: %s)", c.dp, st.Dataplane))
+	}
+	if want, have := c.s.WorkersOf(), len(st.Nodes)-1; want != have {
+		d = append(d, fmt.Sprintf("%d workers (the lab has %d)", want, have))
+	}
+	known := func(v string) string {
+		if v == "" {
+			return "not known"
+		}
+		return v
+	}
+	if want := cmp.Or(c.s.Lab.NodePortRange, lab.DefaultNodePortRange); want != st.NodePortRange {
+		d = append(d, fmt.Sprintf("NodePort range %s (the lab's: %s)", want, known(st.NodePortRange)))
+	}
+	if want, have := strings.Join(c.s.Lab.NodePortAddresses, ","), strings.Join(st.NodePortAddresses, ","); want != have {
+		d = append(d, fmt.Sprintf("NodePort addresses %s (the lab's: %s)", cmp.Or(want, "all"), cmp.Or(have, "all")))
+	}
+	if face, _ := engines.Lab(dataplanes.Name(c.dp)); len(face.LBAlgorithms) > 0 {
+		if want := cmp.Or(c.s.Lab.LBAlgorithm, face.LBAlgorithms[0]); want != st.LBAlgorithm {
+			d = append(d, fmt.Sprintf("LB algorithm %s (the lab's: %s)", want, known(st.LBAlgorithm)))
+		}
+	}
+	return strings.Join(d, ", ")
+}
+
 // sharedLab is a group's lab while it is up.
 type sharedLab struct {
 	up *cellRun // the cell that ran on it last (nil: no lab is up)
-	// before is what the lab held after up: objectsOf's lines.
+	// before is what the lab held after up (an existing lab: before the first cell): objectsOf's lines.
 	before []string
+	// existing is a lab the run did not make (scenario run --lab): it is never brought up or taken down.
+	existing bool
+	// lost says why an existing lab can take no more cells: it could not be put back after one.
+	lost string
 }
 
 // run runs one cell on the shared lab, bringing it up first when none is.
 func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (cell Cell) {
 	cell, c := newCell(j.s, j.dp, o, labName)
 	defer func() { cell.Seconds = time.Since(cell.Started).Seconds() }()
-	if l.up == nil {
+	switch {
+	case l.existing && l.before == nil:
+		before, err := c.objects(ctx)
+		if err != nil {
+			cell.Status, cell.Error = Error, "reading the lab: "+err.Error()
+			return cell
+		}
+		l.up, l.before = c, before
+		c.say("on lab %s, which the run did not make: what the scenario makes is deleted after it", c.lab)
+	case l.existing:
+		c.say("on lab %s, as it was before the run", c.lab)
+	case l.up == nil:
 		if ctx.Err() != nil {
 			cell.Status, cell.Error = Error, "interrupted"
 			return cell
@@ -67,14 +141,24 @@ func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (
 			return cell
 		}
 		l.up, l.before = c, before
-	} else {
+	default:
 		c.say("on lab %s, as up left it (shared with the lessons before)", c.lab)
 	}
 	c.steps(ctx, &cell)
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && !l.existing:
 		c.down()
 		l.up = nil
+	case l.existing:
+		// Interrupted or not, what the scenario made goes: the lab is the user's.
+		if err := c.putBack(ctx, l.before); err != nil {
+			cell.notPutBack = true
+			if cell.Status != Error {
+				cell.Status, cell.Error = Error, "putting the lab back after the scenario: "+err.Error()
+			}
+			l.lost = fmt.Sprintf("it could not be put back after %s (%v)", c.s.Metadata.Name, err)
+			c.say("the lab could not be put back (%v): the scenarios after this one do not run on it", err)
+		}
 	default:
 		l.up = c // the lesson that ran last says the lab's down
 		if err := c.putBack(ctx, l.before); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/lab"
+	"github.com/k8sguide/k8sguide/lab/providers"
 	"github.com/k8sguide/k8sguide/scenarios"
 	"github.com/k8sguide/k8sguide/scenarios/run"
 )
@@ -116,6 +117,7 @@ type runFlags struct {
 	NoPause       bool
 	LabPrefix     string
 	LabPerLesson  bool
+	Lab           string
 }
 
 // exitCode ends the command with a status and no message of its own: the report has said it.
@@ -147,11 +149,14 @@ func runCommand(streams lab.Streams) *cobra.Command {
 Ctrl-C, unless --keep or --keep-on-failure). Scenarios that ask for the same lab (dataplane, workers, NodePort
 range and addresses, LB algorithm) run one after another on one lab, which is put back as up left it between
 them: what a scenario made is deleted, and a lab that cannot be put back is replaced by a fresh one.
---lab-per-lesson, --keep, --keep-on-failure and --explain give each scenario a fresh lab. Exit status: 0
-every check passed, 1 a check failed, 2 a scenario or its lab could not run.`,
+--lab-per-lesson, --keep, --keep-on-failure and --explain give each scenario a fresh lab. --lab runs them on a
+lab you made instead, one after another, and leaves it up as it found it (a scenario that asks for another
+dataplane, node count, NodePort range or addresses, or LB algorithm does not run). Exit status: 0 every check
+passed, 1 a check failed, 2 a scenario or its lab could not run.`,
 		Example: `  k8sguide scenario run --dataplane iptables,nftables,ebpf --junit results.xml
   k8sguide scenario run nodeport --explain --dataplane nftables
-  k8sguide scenario run ./my-lesson.yaml -o json`,
+  k8sguide scenario run ./my-lesson.yaml -o json
+  k8sguide scenario run nodeport local-traffic --lab kind-lab`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return couldNotRun(streams, runE(cmd, f, streams, args))
 		},
@@ -170,6 +175,7 @@ every check passed, 1 a check failed, 2 a scenario or its lab could not run.`,
 	cmd.Flags().BoolVar(&f.NoPause, "no-pause", false, "with --explain: do not wait for Enter between steps")
 	cmd.Flags().StringVar(&f.LabPrefix, "lab-prefix", "scn", "start of every lab's name")
 	cmd.Flags().BoolVar(&f.LabPerLesson, "lab-per-lesson", false, "a fresh lab for every scenario on every dataplane, none shared")
+	cmd.Flags().StringVar(&f.Lab, "lab", "", "run on this lab, which stays up: what each scenario makes is deleted after it")
 	return cmd
 }
 
@@ -202,6 +208,13 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 	if err := lab.ValidateName(f.LabPrefix + "-x"); err != nil {
 		return fmt.Errorf("--lab-prefix %q: %v", f.LabPrefix, err)
 	}
+	var onLab *lab.Status
+	if f.Lab != "" {
+		if onLab, err = labToRunOn(cmd, f); err != nil {
+			return err
+		}
+		dps = []string{string(onLab.Dataplane)}
+	}
 	var list []*scenarios.Scenario
 	if len(args) == 0 {
 		if list, err = scenarios.Builtin(); err != nil {
@@ -215,12 +228,24 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 		}
 		list = append(list, s)
 	}
+	if onLab != nil {
+		if len(args) == 0 { // every shipped scenario: those of the lab's dataplane
+			list = slices.DeleteFunc(list, func(s *scenarios.Scenario) bool {
+				return !slices.Contains(s.DataplanesOf(), string(onLab.Dataplane))
+			})
+		}
+		for _, s := range list {
+			if !slices.Contains(s.DataplanesOf(), string(onLab.Dataplane)) {
+				return fmt.Errorf("scenario %s is for %s, not %s (lab %s's dataplane)", s.Metadata.Name, dataplaneList(s.DataplanesOf()), onLab.Dataplane, f.Lab)
+			}
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	o := run.Options{Exe: exe, Provider: f.Provider, Image: f.Image, Dataplanes: dps, Keep: f.Keep, KeepOnFailure: f.KeepOnFailure,
-		Parallel: f.Parallel, Progress: streams.Err, LabPrefix: f.LabPrefix, LabPerLesson: f.LabPerLesson}
+		Parallel: f.Parallel, Progress: streams.Err, LabPrefix: f.LabPrefix, LabPerLesson: f.LabPerLesson, Lab: onLab}
 	if f.Explain {
 		o.Progress = nil
 		o.Explain = &run.Explain{Out: streams.Out}
@@ -260,6 +285,27 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 		return exitCode(code)
 	}
 	return nil
+}
+
+// labToRunOn is the lab of --lab, which must be up; the flags that choose or keep labs do not go with it.
+func labToRunOn(cmd *cobra.Command, f *runFlags) (*lab.Status, error) {
+	for _, other := range []string{"provider", "image", "keep", "keep-on-failure", "lab-prefix", "lab-per-lesson", "parallel"} {
+		if cmd.Flags().Changed(other) {
+			return nil, fmt.Errorf("--%s chooses or keeps the labs a run makes: --lab runs on yours, leave it out", other)
+		}
+	}
+	p, err := providers.ForLabFlag(&f.Lab, true)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Status(cmd.Context(), f.Lab)
+	if err != nil {
+		return nil, err
+	}
+	if f.Dataplane != "all" && f.Dataplane != string(st.Dataplane) {
+		return nil, fmt.Errorf("--dataplane %s: lab %s is %s", f.Dataplane, f.Lab, st.Dataplane)
+	}
+	return &st, nil
 }
 
 func writeJUnit(path string, r *run.Report) error {
