@@ -214,6 +214,8 @@ func runE(cmd *cobra.Command, f *runFlags, streams lab.Streams, args []string) e
 			return err
 		}
 		dps = []string{string(onLab.Dataplane)}
+		// The lessons' expectations may name a provider (kind/ebpf): the lab's.
+		f.Provider = onLab.Provider
 	}
 	var list []*scenarios.Scenario
 	if len(args) == 0 {
