@@ -483,32 +483,6 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// With --nodeport-addresses limited to the nodes' network, a NodePort on a node's pod-bridge address is not
-// served: the prediction says local (nothing translates it) and the kernel agrees; the node IP still works.
-func TestTraceNodePortAddresses(t *testing.T) {
-	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
-		t.Run(string(d), func(t *testing.T) {
-			e2etest.NeedRoot(t, e2etest.ToolFor(d), "nft")
-			// --nodeport-addresses is a lab's shape (kube-proxy's flag, fixed at up): a lab of its own, of one worker.
-			name := "trn-" + string(d)[:3]
-			e2etest.UpLab(t, name, "--dataplane", string(d), "--workers", "1", "--nodeport-addresses", "172.18.0.0/16")
-			e2etest.MustK8sguide(t, "deploy", "--name", name)
-			e2etest.MustK8sguide(t, "nodeport", "--name", name, "--check", "0")
-			np := e2etest.NodePortOf(t, name, "web")
-			worker := name + "-worker"
-			p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
-			if p.Verdict != trace.Delivered {
-				t.Errorf("node IP: %s, want delivered", p.Verdict)
-			}
-			pod := podOn(t, name, worker)
-			p = mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", e2etest.BridgeIP(t, name, worker)+":"+np))
-			if p.Verdict != trace.Local {
-				t.Errorf("pod bridge address outside --nodeport-addresses: %s, want local", p.Verdict)
-			}
-		})
-	}
-}
-
 // disagreement describes a verification that did not agree, rows and connection included.
 func disagreement(v *trace.Verification) string {
 	var b strings.Builder

@@ -3,6 +3,7 @@ package netns_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
 	"github.com/k8sguide/k8sguide/dataplanes/ipvs"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/live"
 	"github.com/k8sguide/k8sguide/internal/e2etest"
 	"github.com/k8sguide/k8sguide/lab"
@@ -390,8 +392,8 @@ func TestNodePortAddresses(t *testing.T) {
 	for _, d := range []dataplanes.Name{dataplanes.IPTables, dataplanes.NFTables} {
 		t.Run(string(d), func(t *testing.T) {
 			needRoot(t, toolFor(d), "curl")
-			// Serve NodePorts only on the pod-bridge addresses (10.244.0.0/16): the node network address must not answer.
-			// A lab's shape (kube-proxy's flag, fixed at up): a lab of its own.
+			// Serve NodePorts only on the pod-bridge addresses (10.244.0.0/16): the node network address must not answer,
+			// and trace --verify must say both. A lab's shape (kube-proxy's flag, fixed at up): a lab of its own.
 			name := "e2e-npa" + string(d)[:1]
 			upLab(t, name, "--dataplane", string(d), "--workers", "1", "--nodeport-addresses", "10.244.0.0/16")
 			mustK8sguide(t, "deploy", "--name", name, "--replicas", "1")
@@ -411,6 +413,16 @@ func TestNodePortAddresses(t *testing.T) {
 			outside := net.JoinHostPort("172.18.0.3", port)
 			if pr := lab.ProbeAddr(ctx, p, name, outside, 3); pr.Failures != 3 {
 				t.Errorf("NodePort on %s (outside --nodeport-addresses) answered: %v", outside, pr.Answers)
+			}
+			// The trace says both, and the kernel agrees: from the client to the node's address nothing
+			// translates the packet (local); from the worker's pod to its node's bridge address, the NodePort
+			// takes it (delivered, back to the pod itself: a hairpin).
+			if v := verifiedVerdict(t, name, "--dst", outside); v != trace.Local {
+				t.Errorf("trace to %s (outside --nodeport-addresses): %s, want local", outside, v)
+			}
+			pod := webPodOn(t, name, name+"-worker")
+			if v := verifiedVerdict(t, name, "--node", name+"-worker", "--from", "pod/"+pod, "--dst", inside); v != trace.Delivered {
+				t.Errorf("trace from pod/%s to %s (inside --nodeport-addresses): %s, want delivered", pod, inside, v)
 			}
 		})
 	}
@@ -471,6 +483,42 @@ func TestNodePortAddresses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// webPodOn is a ready pod of web on node.
+func webPodOn(t *testing.T, name, node string) string {
+	t.Helper()
+	w, err := provider().Workloads(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := w.Pods(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Labels["app"] == "web" && p.Spec.NodeName == node && p.Status.PodIP != "" {
+			return p.Name
+		}
+	}
+	t.Fatalf("no pod of web on %s", node)
+	return ""
+}
+
+// verifiedVerdict runs trace --verify and returns the verdict of the path the kernel took; it fails the test
+// when the kernel did not agree with the prediction.
+func verifiedVerdict(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := e2etest.Quiet(append([]string{"trace", "--name", name, "--verify", "-o", "json"}, args...)...)
+	var v trace.Verification
+	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
+		t.Fatalf("trace --verify %v: %v (%v)", args, err, jerr)
+	}
+	if v.Result != "agree" || v.Path < 0 {
+		t.Errorf("trace --verify %v: the kernel did not agree: %v", args, v.Reasons)
+		return ""
+	}
+	return v.Prediction.Paths[v.Path].Verdict
 }
 
 func TestBadInput(t *testing.T) {
