@@ -64,6 +64,9 @@ type Provider struct {
 
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface
+	// found is each cluster's nodes as find listed them, once per command: a listing is two docker calls and a
+	// node inspect, and a command finds its lab many times. Create and Delete forget them.
+	found map[string][]nodes.Node
 }
 
 // New returns the provider on Docker.
@@ -107,6 +110,8 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	if err := Validate(&cfg); err != nil {
 		return err
 	}
+	p.forget(cfg.Name)
+	defer p.forget(cfg.Name)
 	image, _, warning, err := NodeImage(cfg.Image, cfg.KubernetesVersion)
 	if err != nil {
 		return err
@@ -412,6 +417,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	defer p.forget(name)
 	kubeconfig := ""
 	if cp, err := nodeutils.BootstrapControlPlaneNode(ns); err == nil {
 		// A stopped node cannot say: then kind's rules, as for a lab made without --kubeconfig.
@@ -426,6 +432,12 @@ func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Runtim
 
 // find returns the cluster's nodes, or a NotFoundError.
 func (p *Provider) find(name string) ([]nodes.Node, error) {
+	p.mu.Lock()
+	ns, ok := p.found[name]
+	p.mu.Unlock()
+	if ok {
+		return ns, nil
+	}
 	clusters, err := p.Runtime.List()
 	if err != nil {
 		return nil, err
@@ -433,7 +445,23 @@ func (p *Provider) find(name string) ([]nodes.Node, error) {
 	if !slices.Contains(clusters, name) {
 		return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: clusters}
 	}
-	return p.Runtime.Nodes(name)
+	if ns, err = p.Runtime.Nodes(name); err != nil || len(ns) == 0 {
+		return ns, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.found == nil {
+		p.found = map[string][]nodes.Node{}
+	}
+	p.found[name] = ns
+	return ns, nil
+}
+
+// forget drops what find listed of cluster name: it is being made or removed.
+func (p *Provider) forget(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.found, name)
 }
 
 // Status reads the nodes from kind (names, roles, addresses), the dataplane from the nodes' label, and each

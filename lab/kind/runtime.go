@@ -92,7 +92,11 @@ func (d *dockerRuntime) Delete(name, kubeconfig string) error { return d.kind.De
 
 func (d *dockerRuntime) List() ([]string, error) { return d.kind.List() }
 func (d *dockerRuntime) Nodes(name string) ([]nodes.Node, error) {
-	return d.kind.ListNodes(name)
+	ns, err := d.kind.ListNodes(name)
+	if err != nil {
+		return nil, err
+	}
+	return inspected(ns), nil
 }
 func (d *dockerRuntime) KubeConfig(name string) (string, error) {
 	return d.kind.KubeConfig(name, false)

@@ -33,6 +33,9 @@ type Tools struct {
 	Host string
 	mu   sync.Mutex
 	sums map[string]string // local file → sha256
+	// ready are the nodes this process has checked or copied the binary into: a command reads a node several
+	// times (a verify's snapshots before and after), and each check is two docker execs.
+	ready map[string]bool
 }
 
 // NewTools returns Tools for the running binary.
@@ -103,6 +106,25 @@ func (t *Tools) sum(path string) (string, error) {
 
 // Ensure makes NodeToolPath in node the right k8sguide and returns the path.
 func (t *Tools) Ensure(ctx context.Context, node nodes.Node) (string, error) {
+	t.mu.Lock()
+	ready := t.ready[node.String()]
+	t.mu.Unlock()
+	if ready {
+		return NodeToolPath, nil
+	}
+	path, err := t.ensure(ctx, node)
+	if err == nil {
+		t.mu.Lock()
+		if t.ready == nil {
+			t.ready = map[string]bool{}
+		}
+		t.ready[node.String()] = true
+		t.mu.Unlock()
+	}
+	return path, err
+}
+
+func (t *Tools) ensure(ctx context.Context, node nodes.Node) (string, error) {
 	out, err := output(ctx, node, nil, "uname", "-m")
 	if err != nil {
 		return "", fmt.Errorf("%s: uname -m: %w", node, err)
