@@ -162,10 +162,11 @@ node-ip-3:
 TEST_DEPS := $(if $(and $(filter 0,$(shell id -u)),$(filter Linux,$(shell uname -s))),deps)
 # gotestsum (a tool of go.mod's) runs go test with these flags, prints what go test prints, and keeps the run as
 # JSON in TEST_JSON; from it the ten slowest tests (subtests too) are printed at the end, pass or fail, so the
-# test budget (docs/development.md) shows in every run's log.
+# test budget (docs/development.md) shows in every run's log. -parallel 3: the randomized agreement's three
+# engines verify side by side, each on its own lab (go test's default is one test per core, two here).
 TEST_JSON ?= test-results.json
 test: $(TEST_DEPS)
-	@status=0; go tool gotestsum --format standard-quiet --jsonfile $(TEST_JSON) -- -count=1 -timeout 60m ./... || status=$$?; \
+	@status=0; go tool gotestsum --format standard-quiet --jsonfile $(TEST_JSON) -- -count=1 -parallel 3 -timeout 60m ./... || status=$$?; \
 	  echo "== make test: the ten slowest tests"; go tool gotestsum tool slowest --jsonfile $(TEST_JSON) --num 10; exit $$status
 
 # The shipped lessons (k8sguide scenario list) on every dataplane, those of the default lab sharing one lab per
@@ -246,10 +247,10 @@ pictures:
 	K8SGUIDE_SCREENSHOTS=$(abspath docs/images) go test -count=1 -run 'TestPictureInChromium/(iptables|ebpf)-nodeport$$' ./inspect/render/
 
 # A longer campaign of the randomized agreement test (random Services and flows, each traced and verified
-# against the kernel, on fresh netns labs per engine; make test runs 50 per engine, half that on ebpf).
+# against the kernel, on a netns lab per engine, the engines side by side; make test runs 200 per engine).
 RANDOM_CASES ?= 1000
 random-agreement: build
-	K8SGUIDE_RANDOM_CASES=$(RANDOM_CASES) go test -count=1 -timeout 0 -v -run '^TestRandomizedAgreement$$' ./inspect/tracer/
+	K8SGUIDE_RANDOM_CASES=$(RANDOM_CASES) go test -count=1 -parallel 3 -timeout 0 -v -run '^TestRandomizedAgreement$$' ./inspect/tracer/
 
 # A campaign as a hostile or clumsy user: every flag of every user command with bad values (empty, negative,
 # huge, a newline, escape sequences, ...) against a running netns lab; each panic, hang, error that is not one
