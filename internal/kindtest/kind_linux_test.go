@@ -87,8 +87,7 @@ func testLab(t *testing.T, e *Env, d dataplanes.Name) {
 	})
 	up := []string{"up", "--provider", "kind", "--name", name, "--dataplane", string(d), "--image", e.Image}
 	if d != dataplanes.IPTables {
-		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag. (Both
-		// nftables and ebpf, so that CI's run, iptables and ebpf, has it.)
+		// A kubeconfig of the user's choice, not $KUBECONFIG's: down must find it without the flag.
 		up = append(up, "--kubeconfig", filepath.Join(e.Dir, "kubeconfig-"+name))
 	}
 	e.MustRun(t, up...)
