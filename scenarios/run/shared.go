@@ -122,7 +122,7 @@ func (l *sharedLab) run(ctx context.Context, j job, labName string, o Options) (
 			cell.Status, cell.Error = Error, "reading the lab: "+err.Error()
 			return cell
 		}
-		l.up, l.before = c, before
+		l.before = before
 		c.say("on lab %s, which the run did not make: what the scenario makes is deleted after it", c.lab)
 	case l.existing:
 		c.say("on lab %s, as it was before the run", c.lab)
