@@ -247,7 +247,7 @@ pictures:
 	K8SGUIDE_SCREENSHOTS=$(abspath docs/images) go test -count=1 -run 'TestPictureInChromium/(iptables|ebpf)-nodeport$$' ./inspect/render/
 
 # A longer campaign of the randomized agreement test (random Services and flows, each traced and verified
-# against the kernel, on a netns lab per engine, the engines side by side; make test runs 200 per engine).
+# against the kernel, on a netns lab per engine, the engines side by side; make test runs 100 per engine).
 RANDOM_CASES ?= 1000
 random-agreement: build
 	K8SGUIDE_RANDOM_CASES=$(RANDOM_CASES) go test -count=1 -parallel 3 -timeout 0 -v -run '^TestRandomizedAgreement$$' ./inspect/tracer/

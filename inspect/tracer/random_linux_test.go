@@ -20,13 +20,14 @@ import (
 )
 
 // randomCases is how many verified flows the randomized test checks per engine (K8SGUIDE_RANDOM_CASES
-// overrides it). CI runs the default, 200, the three engines side by side on their shared labs; a campaign is
-// `make random-agreement RANDOM_CASES=N`.
+// overrides it). CI runs the default, 100, the three engines side by side on their shared labs: about 5 minutes
+// here (200 took 10, which CI's 90 minutes cannot hold from a cold machine with the kind tests' three
+// dataplanes); a campaign is `make random-agreement RANDOM_CASES=N`.
 func randomCases() int {
 	if n, err := strconv.Atoi(os.Getenv("K8SGUIDE_RANDOM_CASES")); err == nil && n > 0 {
 		return n
 	}
-	return 200
+	return 100
 }
 
 // TestRandomizedAgreement draws Services (ports, target ports, endpoint counts, traffic policies, session
