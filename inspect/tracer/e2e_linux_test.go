@@ -37,17 +37,6 @@ func TestMain(m *testing.M) {
 	os.Exit(e2etest.Main(m))
 }
 
-// verify runs `trace --verify -o json` and returns the verification, whatever its result.
-func verify(t *testing.T, name string, args ...string) *trace.Verification {
-	t.Helper()
-	out, err := e2etest.Quiet(append([]string{"trace", "--name", name, "--verify", "-o", "json"}, args...)...)
-	var v trace.Verification
-	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
-		t.Fatalf("trace --verify %v: %v (output %q)", args, err, out)
-	}
-	return &v
-}
-
 func mustAgree(t *testing.T, v *trace.Verification) *trace.Path {
 	t.Helper()
 	if v.Result != "agree" {
@@ -144,7 +133,7 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 	t.Run("nodeport-from-client", func(t *testing.T) {
 		for _, n := range nodes {
 			for i := 0; i < 3; i++ {
-				p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, n)+":"+np))
+				p := mustAgree(t, e2etest.Verify(t, name, "--dst", nodeIP(t, name, n)+":"+np))
 				if p.Verdict != trace.Delivered || p.SNAT == "172.18.0.1" {
 					t.Errorf("%s: NodePort from outside must be delivered and masqueraded: %s snat %s", n, p.Verdict, p.SNAT)
 				}
@@ -250,16 +239,16 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 	t.Run("clusterip-from-pod", func(t *testing.T) {
 		pod := podOn(t, name, worker)
 		for i := 0; i < 3; i++ {
-			mustAgree(t, verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", cip+":80"))
+			mustAgree(t, e2etest.Verify(t, name, "--node", worker, "--from", "pod/"+pod, "--dst", cip+":80"))
 		}
 	})
 	t.Run("clusterip-from-node", func(t *testing.T) {
 		for i := 0; i < 3; i++ {
-			mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", cip+":80"))
+			mustAgree(t, e2etest.Verify(t, name, "--node", worker, "--from", "node", "--dst", cip+":80"))
 		}
 	})
 	t.Run("localhost-nodeport", func(t *testing.T) {
-		p := mustAgree(t, verify(t, name, "--node", worker, "--from", "node", "--dst", "127.0.0.1:"+np))
+		p := mustAgree(t, e2etest.Verify(t, name, "--node", worker, "--from", "node", "--dst", "127.0.0.1:"+np))
 		want := trace.Delivered // iptables mode serves NodePorts on localhost
 		if d == dataplanes.NFTables || d == dataplanes.IPVS {
 			// nftables mode never does, nor ipvs mode (no virtual server on a loopback address: the ipvs
@@ -289,7 +278,7 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 				pod, node = p, n
 			}
 		}
-		p := mustAgree(t, verify(t, name, "--node", node, "--from", "pod/"+pod, "--dst", cip+":80"))
+		p := mustAgree(t, e2etest.Verify(t, name, "--node", node, "--from", "pod/"+pod, "--dst", cip+":80"))
 		if p.Endpoint == nil || !strings.HasSuffix(p.Endpoint.Pod, "/"+pod) {
 			t.Fatalf("hairpin: want the pod itself as endpoint, got %+v", p.Endpoint)
 		}
@@ -301,7 +290,7 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 		scaleTo(t, 0)
 		// iptables and nftables mode reject it with their own rules; in ipvs mode the virtual server stays,
 		// with no real server, and IPVS itself answers with port unreachable (ip_vs_leave).
-		p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
+		p := mustAgree(t, e2etest.Verify(t, name, "--dst", nodeIP(t, name, worker)+":"+np))
 		if p.Verdict != trace.Rejected {
 			t.Errorf("a Service with no endpoints: %s, want rejected", p.Verdict)
 		}
@@ -311,14 +300,14 @@ func testAgreement(t *testing.T, d dataplanes.Name) {
 		e2etest.MustK8sguide(t, "nodeport", "--name", name, "--service", "web-local", "--external-traffic-policy", "Local", "--check", "0")
 		lnp := e2etest.NodePortOf(t, name, "web-local")
 		// A worker has local endpoints: only those, and the client's address is kept.
-		p := mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, worker)+":"+lnp))
+		p := mustAgree(t, e2etest.Verify(t, name, "--dst", nodeIP(t, name, worker)+":"+lnp))
 		if p.Verdict != trace.Delivered || p.SNAT != "172.18.0.1" || p.Endpoint == nil || p.Endpoint.Node != worker {
 			t.Errorf("eTP Local with a local endpoint: %s to %+v snat %s; want delivered to a pod on %s, source kept", p.Verdict, p.Endpoint, p.SNAT, worker)
 		}
 		// The control plane has none: the packet is dropped. In ipvs mode its virtual server gets every endpoint
 		// instead (kubernetes#97081, for the node's own pods' sake): the packet reaches a pod on a worker with
 		// the client's address, the worker answers the client directly, and the connection fails.
-		p = mustAgree(t, verify(t, name, "--dst", nodeIP(t, name, nodes[0])+":"+lnp))
+		p = mustAgree(t, e2etest.Verify(t, name, "--dst", nodeIP(t, name, nodes[0])+":"+lnp))
 		switch {
 		case d == dataplanes.IPVS && (p.Verdict != trace.Delivered || p.Reply == nil || !p.Reply.Bypasses):
 			t.Errorf("eTP Local without a local endpoint, ipvs mode: %s, reply %+v; want delivered with a reply that bypasses the node", p.Verdict, p.Reply)
@@ -341,9 +330,9 @@ spec:
 		e2etest.MustK8sguide(t, "deploy", "--name", name, manifest)
 		snp := e2etest.NodePortOf(t, name, "web-sticky")
 		dst := nodeIP(t, name, worker) + ":" + snp
-		first := mustAgree(t, verify(t, name, "--dst", dst))
+		first := mustAgree(t, e2etest.Verify(t, name, "--dst", dst))
 		// Now the client is in the endpoint's recent list: the next flow has one path, to the same pod.
-		v := verify(t, name, "--dst", dst)
+		v := e2etest.Verify(t, name, "--dst", dst)
 		second := mustAgree(t, v)
 		if len(v.Prediction.Paths) != 1 {
 			t.Errorf("with affinity established the prediction should be certain, got %d paths", len(v.Prediction.Paths))

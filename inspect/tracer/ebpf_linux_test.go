@@ -210,7 +210,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	// backend, so agreement means exactly that backend answered and was recorded.
 	answered := map[string]int{}
 	for range 30 {
-		v := verify(t, name, "--node", node, "--dst", dst.String())
+		v := e2etest.Verify(t, name, "--node", node, "--dst", dst.String())
 		if v.Result != "agree" {
 			t.Errorf("%s", disagreement(v))
 			continue
@@ -227,7 +227,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	// A flow the datapath does not load-balance, checked the same way: a port with no frontend passes to the
 	// node's stack (refused): no conntrack entry, and a connection that fails as predicted.
 	unused := netip.AddrPortFrom(dst.Addr(), 39999).String()
-	if v := verify(t, name, "--node", node, "--dst", unused); v.Result != "agree" || v.Prediction.Verdict == trace.Delivered {
+	if v := e2etest.Verify(t, name, "--node", node, "--dst", unused); v.Result != "agree" || v.Prediction.Verdict == trace.Delivered {
 		t.Errorf("no frontend: %s", disagreement(v))
 	}
 	// The ClusterIP from every pod: bpf_lxc on the pod's veth balances it per packet. 10 real connections from
@@ -243,7 +243,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 			continue
 		}
 		for range 10 {
-			v := verify(t, name, "--node", p.Spec.NodeName, "--dst", cip, "--from", "pod/"+p.Name)
+			v := e2etest.Verify(t, name, "--node", p.Spec.NodeName, "--dst", cip, "--from", "pod/"+p.Name)
 			if v.Result != "agree" || v.Prediction.Verdict != trace.Delivered {
 				t.Errorf("pod %s to the ClusterIP: %s", p.Name, disagreement(v))
 				continue
@@ -270,7 +270,7 @@ func testEBPFAgreement(t *testing.T, alg string) {
 	}
 	for _, n := range status.Nodes {
 		for range 10 {
-			v := verify(t, name, "--node", n.Name, "--dst", cip, "--from", "node")
+			v := e2etest.Verify(t, name, "--node", n.Name, "--dst", cip, "--from", "node")
 			if v.Result != "agree" || v.Prediction.Verdict != trace.Delivered {
 				t.Errorf("node %s to the ClusterIP: %s", n.Name, disagreement(v))
 				continue

@@ -139,7 +139,7 @@ spec:
 				// the lab does not load (trace refuses --from node on ebpf): send it from the client instead.
 				args = []string{"--dst", fmt.Sprintf("%s:%d", nodeIP(t, name, node), s.nodePort)}
 			}
-			v := verify(t, name, args...)
+			v := e2etest.Verify(t, name, args...)
 			cases++
 			if v.Result != "agree" {
 				disagreements++

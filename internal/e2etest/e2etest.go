@@ -25,6 +25,7 @@ import (
 
 	"github.com/k8sguide/k8sguide/dataplanes"
 	"github.com/k8sguide/k8sguide/dataplanes/ebpf/datapath"
+	"github.com/k8sguide/k8sguide/dataplanes/trace"
 	"github.com/k8sguide/k8sguide/inspect/render"
 	"github.com/k8sguide/k8sguide/internal/netnstest"
 	"github.com/k8sguide/k8sguide/internal/stopclean"
@@ -323,6 +324,17 @@ func Leftovers(name string) []string {
 		}
 	}
 	return left
+}
+
+// Verify runs `trace --name name --verify -o json args...` and returns the verification, whatever its result.
+func Verify(t testing.TB, name string, args ...string) *trace.Verification {
+	t.Helper()
+	out, err := Quiet(append([]string{"trace", "--name", name, "--verify", "-o", "json"}, args...)...)
+	var v trace.Verification
+	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
+		t.Fatalf("trace --verify %v: %v (output %q)", args, err, out)
+	}
+	return &v
 }
 
 func NodePortOf(t testing.TB, name, service string) string {

@@ -3,7 +3,6 @@ package netns_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"html"
 	"net"
@@ -509,11 +508,7 @@ func webPodOn(t *testing.T, name, node string) string {
 // when the kernel did not agree with the prediction.
 func verifiedVerdict(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := e2etest.Quiet(append([]string{"trace", "--name", name, "--verify", "-o", "json"}, args...)...)
-	var v trace.Verification
-	if jerr := json.Unmarshal([]byte(out), &v); jerr != nil {
-		t.Fatalf("trace --verify %v: %v (%v)", args, err, jerr)
-	}
+	v := e2etest.Verify(t, name, args...)
 	if v.Result != "agree" || v.Path < 0 {
 		t.Errorf("trace --verify %v: the kernel did not agree: %v", args, v.Reasons)
 		return ""
