@@ -37,10 +37,10 @@ type Status struct {
 	Nodes     []Node          `json:"nodes"`
 	// NodePortAddresses is kube-proxy's --nodeport-addresses where the provider knows it (nil: unset).
 	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
-	// NodePortRange is the apiserver's --service-node-port-range ("": not known).
+	// NodePortRange is the apiserver's --service-node-port-range ("": not known; see ShapeReader).
 	NodePortRange string `json:"nodePortRange,omitempty"`
 	// LBAlgorithm is Cilium's load-balancing algorithm on a lab whose nodes run Cilium, "random" or "maglev"
-	// ("": no Cilium, or not known).
+	// ("": no Cilium, or not known; see ShapeReader).
 	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
 	// Client is the lab's outside host: the address NodePort traffic comes from (the Docker bridge gateway
 	// on kind, the client namespace on netns).
@@ -76,6 +76,13 @@ func (s Status) CiliumMaps(node string) string {
 		return DefaultCiliumMaps
 	}
 	return filepath.Join(s.BPFFS, node, "tc", "globals")
+}
+
+// ShapeReader is a provider whose Status leaves out part of a lab's shape (NodePortAddresses, NodePortRange,
+// LBAlgorithm) because reading it back from the lab costs what the commands that call Status do not need:
+// ReadShape fills it in st, leaving what it cannot read unknown. (A netns lab's Status has it from its state.)
+type ShapeReader interface {
+	ReadShape(ctx context.Context, name string, st *Status) error
 }
 
 // ProxyStatus is the state of one node's Service proxy.

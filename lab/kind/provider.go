@@ -515,14 +515,19 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 	for _, pod := range proxies.Items {
 		st.Proxies[pod.Spec.NodeName] = lab.ProxyStatus{Running: podutils.IsPodReady(&pod)}
 	}
-	readShape(ctx, cs, &st)
 	return st, nil
 }
 
-// readShape reads back from the cluster what up asked of it beyond the dataplane: the apiserver's NodePort range
-// (its static pod's command, as kubeadm writes it), kube-proxy's --nodeport-addresses (its ConfigMap) and
-// Cilium's load-balancing algorithm (cilium-config). What cannot be read stays unknown.
-func readShape(ctx context.Context, cs kubernetes.Interface, st *lab.Status) {
+var _ lab.ShapeReader = (*Provider)(nil)
+
+// ReadShape reads back from the cluster what up asked of it beyond the dataplane (lab.ShapeReader): the
+// apiserver's NodePort range (its static pod's command, as kubeadm writes it), kube-proxy's --nodeport-addresses
+// (its ConfigMap) and Cilium's load-balancing algorithm (cilium-config). What cannot be read stays unknown.
+func (p *Provider) ReadShape(ctx context.Context, name string, st *lab.Status) error {
+	cs, err := p.clientset(name)
+	if err != nil {
+		return err
+	}
 	apiservers, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=kube-apiserver"})
 	if err == nil && len(apiservers.Items) > 0 {
 		st.NodePortRange = lab.DefaultNodePortRange
@@ -541,7 +546,7 @@ func readShape(ctx context.Context, cs kubernetes.Interface, st *lab.Status) {
 				st.LBAlgorithm = face.LBAlgorithms[0] // Cilium's default, as up's
 			}
 		}
-		return
+		return nil
 	}
 	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{}); err == nil {
 		var conf struct {
@@ -551,6 +556,7 @@ func readShape(ctx context.Context, cs kubernetes.Interface, st *lab.Status) {
 			st.NodePortAddresses = conf.NodePortAddresses
 		}
 	}
+	return nil
 }
 
 // proxySelector selects the pods that implement Services on each node.

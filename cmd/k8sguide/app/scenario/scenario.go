@@ -304,6 +304,11 @@ func labToRunOn(cmd *cobra.Command, f *runFlags) (*lab.Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r, ok := p.(lab.ShapeReader); ok {
+		if err := r.ReadShape(cmd.Context(), f.Lab, &st); err != nil {
+			return nil, err
+		}
+	}
 	if f.Dataplane != "all" && f.Dataplane != string(st.Dataplane) {
 		return nil, fmt.Errorf("--dataplane %s: lab %s is %s", f.Dataplane, f.Lab, st.Dataplane)
 	}
