@@ -247,8 +247,8 @@ func (r *fakeRuntime) Nodes(name string) ([]nodes.Node, error) {
 	return out, nil
 }
 
-func (r *fakeRuntime) KubeConfig(name string) (string, error)  { return r.kubeconf, nil }
-func (r *fakeRuntime) Gateway(context.Context) (string, error) { return "172.18.0.1", nil }
+func (r *fakeRuntime) KubeConfig(string, []nodes.Node) (string, error) { return r.kubeconf, nil }
+func (r *fakeRuntime) Gateway(context.Context) (string, error)         { return "172.18.0.1", nil }
 func (r *fakeRuntime) CgroupVersion(context.Context) (string, error) {
 	if r.cgroupVersion == "" {
 		return "2", nil

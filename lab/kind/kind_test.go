@@ -681,6 +681,15 @@ func TestExecAndToolPath(t *testing.T) {
 			t.Errorf("copied again: %q", worker.commands()[before:])
 		}
 	}
+	// The next command (its own Tools) finds the node's copy in one exec, without asking the node's architecture.
+	p.Tools = NewTools(p.Tools.Host)
+	before = len(worker.commands())
+	if _, err := p.ToolPath(ctx, "lab1", "lab1-worker"); err != nil {
+		t.Fatal(err)
+	}
+	if got := worker.commands()[before:]; len(got) != 1 || got[0][0] != "sha256sum" {
+		t.Errorf("a node that holds this binary: ran %q, want only sha256sum", got)
+	}
 	// A node of another architecture needs a build for it.
 	cp := rt.clusters["lab1"][0]
 	cp.machine = "aarch64"

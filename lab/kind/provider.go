@@ -67,6 +67,11 @@ type Provider struct {
 	// found is each cluster's nodes as find listed them, once per command: a listing is two docker calls and a
 	// node inspect, and a command finds its lab many times. Create and Delete forget them.
 	found map[string][]nodes.Node
+	// listed is the engine's clusters as List last read them: finding the lab a command was given lists them
+	// (providers.ForLab), and find need not ask again. A cluster it does not name is asked for again.
+	listed []string
+	// gatewayIP is what gateway read.
+	gatewayIP string
 }
 
 // New returns the provider on Docker.
@@ -210,7 +215,7 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 			return ferr
 		}
 		defer os.Remove(f.Name())
-		data, kerr := p.Runtime.KubeConfig(cfg.Name)
+		data, kerr := p.Runtime.KubeConfig(cfg.Name, all)
 		if kerr != nil {
 			f.Close()
 			return kerr
@@ -428,7 +433,15 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	return p.Runtime.Delete(name, kubeconfig)
 }
 
-func (p *Provider) List(ctx context.Context) ([]string, error) { return p.Runtime.List() }
+func (p *Provider) List(ctx context.Context) ([]string, error) {
+	clusters, err := p.Runtime.List()
+	if err == nil {
+		p.mu.Lock()
+		p.listed = clusters
+		p.mu.Unlock()
+	}
+	return clusters, err
+}
 
 // find returns the cluster's nodes, or a NotFoundError.
 func (p *Provider) find(name string) ([]nodes.Node, error) {
@@ -438,9 +451,14 @@ func (p *Provider) find(name string) ([]nodes.Node, error) {
 	if ok {
 		return ns, nil
 	}
-	clusters, err := p.Runtime.List()
-	if err != nil {
-		return nil, err
+	p.mu.Lock()
+	clusters := p.listed
+	p.mu.Unlock()
+	var err error
+	if !slices.Contains(clusters, name) {
+		if clusters, err = p.List(context.Background()); err != nil {
+			return nil, err
+		}
 	}
 	if !slices.Contains(clusters, name) {
 		return nil, &lab.NotFoundError{Kind: "lab", Name: name, Known: clusters}
@@ -457,11 +475,30 @@ func (p *Provider) find(name string) ([]nodes.Node, error) {
 	return ns, nil
 }
 
+// gateway is the runtime's Gateway, asked once per command (a docker network inspect; commands read the lab's
+// status more than once).
+func (p *Provider) gateway(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	gw := p.gatewayIP
+	p.mu.Unlock()
+	if gw != "" {
+		return gw, nil
+	}
+	gw, err := p.Runtime.Gateway(ctx)
+	if err == nil {
+		p.mu.Lock()
+		p.gatewayIP = gw
+		p.mu.Unlock()
+	}
+	return gw, err
+}
+
 // forget drops what find listed of cluster name: it is being made or removed.
 func (p *Provider) forget(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.found, name)
+	p.listed = nil
 }
 
 // Status reads the nodes from kind (names, roles, addresses), the dataplane from the nodes' label, and each
@@ -487,7 +524,7 @@ func (p *Provider) Status(ctx context.Context, name string) (lab.Status, error) 
 		st.Nodes = append(st.Nodes, lab.Node{Name: n.String(), Role: lab.Role(role), IP: ip})
 	}
 	slices.SortFunc(st.Nodes, func(a, b lab.Node) int { return compareNodeNames(a.Name, b.Name) })
-	if st.Client, err = p.Runtime.Gateway(ctx); err != nil {
+	if st.Client, err = p.gateway(ctx); err != nil {
 		return lab.Status{}, err
 	}
 	cs, err := p.clientset(name)
@@ -601,17 +638,26 @@ func (p *Provider) Workloads(ctx context.Context, name string) (lab.Workloads, e
 // control plane, and trace asks for the client several times (status, names).
 func (p *Provider) clientset(name string) (kubernetes.Interface, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cs, ok := p.clients[name]; ok {
+	cs, ok := p.clients[name]
+	p.mu.Unlock()
+	if ok {
 		return cs, nil
 	}
-	kc, err := p.Runtime.KubeConfig(name)
+	ns, err := p.find(name)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := p.Runtime.KubeConfig(name, ns)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
 	}
-	cs, err := p.Clientset([]byte(kc))
-	if err != nil {
+	if cs, err = p.Clientset([]byte(kc)); err != nil {
 		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if made, ok := p.clients[name]; ok {
+		return made, nil // another goroutine of this command made one meanwhile
 	}
 	if p.clients == nil {
 		p.clients = map[string]kubernetes.Interface{}
@@ -786,10 +832,11 @@ func (p *Provider) Get(ctx context.Context, name, addr string) (lab.Reply, error
 
 // Kubeconfig is the cluster's kubeconfig for use from this host, as `kind get kubeconfig` prints it.
 func (p *Provider) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
-	if _, err := p.find(name); err != nil {
+	ns, err := p.find(name)
+	if err != nil {
 		return nil, err
 	}
-	kc, err := p.Runtime.KubeConfig(name)
+	kc, err := p.Runtime.KubeConfig(name, ns)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: kubeconfig: %w", name, err)
 	}

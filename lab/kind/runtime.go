@@ -28,8 +28,8 @@ type Runtime interface {
 	// List names the kind clusters on this host (any, not only k8sguide's).
 	List() ([]string, error)
 	Nodes(name string) ([]nodes.Node, error)
-	// KubeConfig is the cluster's kubeconfig for use from this host.
-	KubeConfig(name string) (string, error)
+	// KubeConfig is the cluster's kubeconfig for use from this host; ns are its nodes, as Nodes listed them.
+	KubeConfig(name string, ns []nodes.Node) (string, error)
 	// Gateway is the host's address on kind's Docker network: where NodePort traffic from the host comes from.
 	Gateway(ctx context.Context) (string, error)
 	// CgroupVersion is the cgroup version of the engine's host ("1" or "2"): kind's nodes run on its cgroups.
@@ -98,7 +98,10 @@ func (d *dockerRuntime) Nodes(name string) ([]nodes.Node, error) {
 	}
 	return inspected(ns), nil
 }
-func (d *dockerRuntime) KubeConfig(name string) (string, error) {
+func (d *dockerRuntime) KubeConfig(name string, ns []nodes.Node) (string, error) {
+	if kc, ok, err := kubeconfigFrom(name, ns); ok {
+		return kc, err
+	}
 	return d.kind.KubeConfig(name, false)
 }
 
