@@ -116,14 +116,18 @@ func kubeconfigFrom(name string, ns []nodes.Node) (kubeconfig string, ok bool, e
 		return "", false, nil
 	}
 	ep, err := nodeutils.APIServerEndpointNode(ns)
-	if err != nil || ep.(*inspectedNode).apiServer == "" {
+	if err != nil {
+		return "", false, nil
+	}
+	apiServer := ep.(*inspectedNode).apiServer
+	if apiServer == "" {
 		return "", false, nil
 	}
 	var raw bytes.Buffer
 	if err := cps[0].Command("cat", "/etc/kubernetes/admin.conf").SetStdout(&raw).Run(); err != nil {
 		return "", true, fmt.Errorf("node %s: reading the cluster's kubeconfig: %w", cps[0], err)
 	}
-	kubeconfig, err = kindKubeconfig(raw.Bytes(), name, "https://"+ep.(*inspectedNode).apiServer)
+	kubeconfig, err = kindKubeconfig(raw.Bytes(), name, "https://"+apiServer)
 	return kubeconfig, true, err
 }
 

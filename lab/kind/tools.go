@@ -125,11 +125,11 @@ func (t *Tools) Ensure(ctx context.Context, node nodes.Node) (string, error) {
 }
 
 func (t *Tools) ensure(ctx context.Context, node nodes.Node) (string, error) {
-	// This host's own binary is the one a node of its architecture runs, and only such a node can hold it (it is
-	// copied into no other): when the node's copy is it, one docker exec says so, without asking the node's
-	// architecture first.
-	if runtime.GOOS == "linux" && os.Getenv(NodeBinaryEnv) == "" {
-		if want, err := t.sum(t.Host); err == nil {
+	// The binary for this host's architecture is the one the nodes run when they share it (the usual case, on
+	// Linux and on Docker Desktop), and only a node of that architecture can hold it (binaryFor checks what is
+	// copied): when the node's copy is it, one docker exec says so, without asking the node's architecture first.
+	if bin, err := t.binaryFor(runtime.GOARCH); err == nil {
+		if want, err := t.sum(bin); err == nil {
 			if have, err := output(ctx, node, nil, "sha256sum", NodeToolPath); err == nil && strings.HasPrefix(have, want+" ") {
 				return NodeToolPath, nil
 			}
