@@ -85,6 +85,10 @@ func supervise() {
 		fmt.Fprintln(os.Stderr, "vmtest: guest setup:", err)
 		return
 	}
+	if os.Getenv(cpuUseEnv) != "" {
+		use := startCPUUse()
+		defer use.report() // before finish: deferred calls run last in first out
+	}
 	if code, err = runTests(cfg.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "vmtest: running the tests:", err)
 		code = exitSetup
