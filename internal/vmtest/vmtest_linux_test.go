@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -185,6 +187,45 @@ func TestGuestBinaries(t *testing.T) {
 	run("*nat\n-A POSTROUTING -p tcp --dport 80 -m comment --comment vmtest -j MASQUERADE\nCOMMIT\n", "iptables-restore")
 	if out := run("", "iptables-save", "-t", "nat"); !strings.Contains(out, `--comment vmtest -j MASQUERADE`) {
 		t.Errorf("iptables-save -t nat:\n%s", out)
+	}
+}
+
+// The CPU report (k8sguide_vm_cpu=1 on the kernel line) names where the guest's time went: here the test
+// process, which spins for a second and a half of CPU time.
+func TestBootReportsCPUUse(t *testing.T) {
+	k := needVM(t)
+	t.Setenv(KernelArgsEnv, cpuUseEnv+"=1")
+	var lines []string
+	took, err := boot(t.Context(), k, Options{Args: []string{"-test.run=^TestGuestSpins$", "-test.v"}}, func(line string) {
+		t.Log(line)
+		lines = append(lines, line)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM wall time %s", took.Round(time.Millisecond))
+	var total, spun float64
+	for _, l := range lines {
+		fmt.Sscanf(l, "vmtest: the guest's CPU time, %f s in all", &total)
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "vmtest:" && f[2] == "s" && f[3] == "init" {
+			fmt.Sscan(f[1], &spun)
+		}
+	}
+	if total < 1.5 || spun < 1.4 || spun > total {
+		t.Errorf("the report says %.1f s in all, %.1f s by init (the test process): want at least 1.5 and 1.4", total, spun)
+	}
+}
+
+func TestGuestSpins(t *testing.T) {
+	skipUnlessGuest(t)
+	var r unix.Rusage
+	for {
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &r); err != nil {
+			t.Fatal(err)
+		}
+		if time.Duration(r.Utime.Nano()+r.Stime.Nano()) >= 1500*time.Millisecond {
+			return
+		}
 	}
 }
 
