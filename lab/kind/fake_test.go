@@ -162,8 +162,10 @@ type fakeRuntime struct {
 	// deletedKubeconfigs are the kubeconfig files Delete was given, in order.
 	deletedKubeconfigs []string
 	kubeconf           string
-	// block, when set, is waited on by Create (an interrupt test closes it).
+	// block, when set, is waited on by Create (an interrupt test closes it). A Delete of the cluster meanwhile
+	// makes Create fail at once, as kind's next step on a removed node does.
 	block chan struct{}
+	gone  chan struct{}
 	// cgroupVersion is the engine host's ("" answers 2).
 	cgroupVersion string
 	// images are the engine's images; loaded records LoadImages' calls as "node: ref ref".
@@ -184,10 +186,20 @@ func newFakeRuntime() *fakeRuntime {
 
 func (r *fakeRuntime) Create(name string, cfg *v1alpha4.Cluster, kubeconfig string, retain bool, wait time.Duration) error {
 	if r.block != nil {
-		<-r.block
+		r.mu.Lock()
+		gone := make(chan struct{})
+		r.gone = gone
+		r.mu.Unlock()
+		select {
+		case <-r.block:
+		case <-gone:
+			// kind removes what it made (nothing left here) and returns its step's error.
+			return fmt.Errorf("failed to init node with kubeadm: command \"docker exec --privileged %s-control-plane kubeadm init\" failed: No such container", name)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.gone = nil
 	r.created = append(r.created, cfg)
 	var ns []*fakeNode
 	workers := 0
@@ -219,6 +231,10 @@ func (r *fakeRuntime) Delete(name, kubeconfig string) error {
 	defer r.mu.Unlock()
 	r.deleted = append(r.deleted, name)
 	r.deletedKubeconfigs = append(r.deletedKubeconfigs, kubeconfig)
+	if r.gone != nil {
+		close(r.gone)
+		r.gone = nil
+	}
 	delete(r.clusters, name)
 	if r.late > 0 {
 		r.late--

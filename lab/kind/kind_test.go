@@ -551,37 +551,56 @@ func TestCreate(t *testing.T) {
 			t.Errorf("clusters %v, deleted %v: want none made", rt.clusters, rt.deleted)
 		}
 	})
-	t.Run("interrupted", func(t *testing.T) {
-		p, rt, _ := fakeProvider(t)
+	// interrupted starts a Create that kind blocks in, interrupts it, and returns its error once it returns
+	// (finish: the test lets kind finish its work; otherwise only removing its nodes can end it).
+	interrupted := func(t *testing.T, p *Provider, rt *fakeRuntime, retain, finish bool) error {
+		t.Helper()
 		rt.block = make(chan struct{})
 		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, nil), io.Discard) }()
+		done := make(chan error, 1)
+		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, func(c *lab.Config) { c.Retain = retain }), io.Discard) }()
 		cancel()
-		time.Sleep(20 * time.Millisecond)
-		close(rt.block) // kind finishes what it was doing
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if finish {
+			time.Sleep(20 * time.Millisecond)
+			close(rt.block) // kind finishes what it was doing
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("the interrupted up did not return while kind was still making the cluster")
+			return nil
+		}
+	}
+	t.Run("interrupted", func(t *testing.T) {
+		// kind is never let finish: removing its nodes under it ends it.
+		p, rt, _ := fakeProvider(t)
+		if err := interrupted(t, p, rt, false, false); !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v", err)
 		}
-		if len(rt.clusters) != 0 || len(rt.deleted) != 1 {
-			t.Fatalf("left %v, deleted %v", rt.clusters, rt.deleted)
+		if len(rt.clusters) != 0 || len(rt.deleted) == 0 || len(rt.created) != 0 {
+			t.Fatalf("left %v, deleted %v, kind finished %d", rt.clusters, rt.deleted, len(rt.created))
 		}
 	})
 	t.Run("interrupted, the engine still making nodes", func(t *testing.T) {
-		// The engine finishes two node containers after kind's clean-up and the first of ours: removed too.
+		// The engine finishes two node containers after the first two of our removals: removed too.
 		p, rt, _ := fakeProvider(t)
-		rt.block, rt.late = make(chan struct{}), 2
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, nil), io.Discard) }()
-		cancel()
-		time.Sleep(20 * time.Millisecond)
-		close(rt.block)
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		rt.late = 2
+		if err := interrupted(t, p, rt, false, false); !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v", err)
 		}
-		if len(rt.clusters) != 0 || len(rt.deleted) != 3 {
+		if len(rt.clusters) != 0 || len(rt.deleted) < 3 {
 			t.Fatalf("left %v, deleted %v", rt.clusters, rt.deleted)
+		}
+	})
+	t.Run("interrupted with --retain", func(t *testing.T) {
+		// --retain keeps what kind made: up waits for kind and removes nothing.
+		p, rt, _ := fakeProvider(t)
+		if err := interrupted(t, p, rt, true, true); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+		if len(rt.clusters) != 1 || len(rt.deleted) != 0 {
+			t.Fatalf("left %v, deleted %v: want the cluster kept", rt.clusters, rt.deleted)
 		}
 	})
 }

@@ -171,9 +171,14 @@ func (p *Provider) Create(ctx context.Context, cfg lab.Config, progress io.Write
 	select {
 	case err = <-created:
 	case <-ctx.Done():
-		// kind cannot be stopped halfway: let it finish, then remove what it made.
-		fmt.Fprintf(progress, "Interrupted: removing cluster %q once kind returns ...\n", cfg.Name)
-		<-created
+		if cfg.Retain {
+			// kind cannot be stopped halfway: let it finish, and keep what it made.
+			fmt.Fprintf(progress, "Interrupted: stopping once kind returns (--retain: cluster %q is kept) ...\n", cfg.Name)
+			<-created
+		} else {
+			fmt.Fprintf(progress, "Interrupted: removing cluster %q ...\n", cfg.Name)
+			p.deleteUnder(cfg.Name, cfg.Kubeconfig, created)
+		}
 		err = ctx.Err()
 	}
 	if err != nil {
@@ -854,6 +859,26 @@ const (
 // for a while. kind's create returns at the first node whose `docker run` fails (an interrupt kills the docker
 // clients), and the engine may still finish requests it had taken: in CI here, an interrupted up left all three
 // node containers and their volumes after kind's clean-up and ours had each said "Deleted nodes" for them.
+// deleteUnder removes cluster name's nodes while kind is still making it, again every deleteUnderEvery until
+// kind returns (created): the engine may still be starting a node. kind cannot be stopped halfway, but its next
+// step on a node that is gone fails (the wait for the node's systemd, a docker exec) and kind then returns: an
+// interrupted up ends in seconds (10 s here), not once kind has made the whole cluster (45 s here, minutes on a
+// slow Docker Desktop).
+func (p *Provider) deleteUnder(name, kubeconfig string, created <-chan error) {
+	for {
+		p.Runtime.Delete(name, kubeconfig)
+		select {
+		case <-created:
+			return
+		case <-time.After(deleteUnderEvery):
+		}
+	}
+}
+
+// deleteUnderEvery: not more often, as the engine lists a node it is still removing (each Delete prints kind's
+// "Deleted nodes" line: every second, that was five lines for one interrupt).
+const deleteUnderEvery = 3 * time.Second
+
 func (p *Provider) removeFailed(name, kubeconfig string) {
 	quiet := p.Settle
 	if quiet == 0 {
