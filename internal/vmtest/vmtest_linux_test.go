@@ -211,7 +211,8 @@ func TestBootReportsCPUUse(t *testing.T) {
 			fmt.Sscan(f[1], &spun)
 		}
 	}
-	if total < 1.5 || spun < 1.4 || spun > total {
+	// Not spun <= total: a process's own time and /proc/stat's are accounted apart, and differ by a tick or so.
+	if total < 1.5 || spun < 1.4 {
 		t.Errorf("the report says %.1f s in all, %.1f s by init (the test process): want at least 1.5 and 1.4", total, spun)
 	}
 }
