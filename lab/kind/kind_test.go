@@ -558,7 +558,9 @@ func TestCreate(t *testing.T) {
 		rt.block = make(chan struct{})
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- p.Create(cctx, config(dataplanes.IPTables, func(c *lab.Config) { c.Retain = retain }), io.Discard) }()
+		go func() {
+			done <- p.Create(cctx, config(dataplanes.IPTables, func(c *lab.Config) { c.Retain = retain }), io.Discard)
+		}()
 		cancel()
 		if finish {
 			time.Sleep(20 * time.Millisecond)

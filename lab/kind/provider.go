@@ -855,14 +855,10 @@ const (
 	settlePoll = 250 * time.Millisecond
 )
 
-// removeFailed removes the nodes of a cluster whose creation failed or was interrupted, until the engine lists none
-// for a while. kind's create returns at the first node whose `docker run` fails (an interrupt kills the docker
-// clients), and the engine may still finish requests it had taken: in CI here, an interrupted up left all three
-// node containers and their volumes after kind's clean-up and ours had each said "Deleted nodes" for them.
 // deleteUnder removes cluster name's nodes while kind is still making it, again every deleteUnderEvery until
 // kind returns (created): the engine may still be starting a node. kind cannot be stopped halfway, but its next
 // step on a node that is gone fails (the wait for the node's systemd, a docker exec) and kind then returns: an
-// interrupted up ends in seconds (10 s here), not once kind has made the whole cluster (45 s here, minutes on a
+// interrupted up ends in seconds (6–12 s here), not once kind has made the whole cluster (45 s here, minutes on a
 // slow Docker Desktop).
 func (p *Provider) deleteUnder(name, kubeconfig string, created <-chan error) {
 	for {
@@ -879,6 +875,10 @@ func (p *Provider) deleteUnder(name, kubeconfig string, created <-chan error) {
 // "Deleted nodes" line: every second, that was five lines for one interrupt).
 const deleteUnderEvery = 3 * time.Second
 
+// removeFailed removes the nodes of a cluster whose creation failed or was interrupted, until the engine lists none
+// for a while. kind's create returns at the first node whose `docker run` fails (an interrupt kills the docker
+// clients), and the engine may still finish requests it had taken: in CI here, an interrupted up left all three
+// node containers and their volumes after kind's clean-up and ours had each said "Deleted nodes" for them.
 func (p *Provider) removeFailed(name, kubeconfig string) {
 	quiet := p.Settle
 	if quiet == 0 {
