@@ -23,6 +23,11 @@ import (
 // An interruption (ctx ended) returns the connections made before it, in order, with ctx's error: the ones it cut
 // short are not among them. Nothing is allocated by n, which the caller bounds.
 func Connections(ctx context.Context, p lab.Provider, name, from, node, dst string, n, parallel int) ([]trace.Connection, error) {
+	return connections(ctx, p, name, from, node, dst, n, parallel, nil)
+}
+
+// connections is Connections with, when sports is not nil, connection i made from source port sports[i].
+func connections(ctx context.Context, p lab.Provider, name, from, node, dst string, n, parallel int, sports []uint16) ([]trace.Connection, error) {
 	if err := (request.Flags{Dst: dst, From: from}).Check(); err != nil {
 		return nil, err
 	}
@@ -50,7 +55,11 @@ func Connections(ctx context.Context, p lab.Provider, name, from, node, dst stri
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			c := connect(gctx, p, name, where, dst, 0)
+			sport := 0
+			if sports != nil {
+				sport = int(sports[i])
+			}
+			c := connect(gctx, p, name, where, dst, sport)
 			if err := gctx.Err(); err != nil && c.Error != "" {
 				return err // cut short by the interruption: not a connection that failed
 			}

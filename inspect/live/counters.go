@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -62,7 +63,24 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 			records[i] = nil
 		}
 	}
-	conns, err := Connections(ctx, p, name, "client", node, req.Dst, n, parallel)
+	// The run's connections leave from source ports no record held an entry of before it, so that what the
+	// records hold of those ports afterwards is the run's and nothing else's. (With the kernel's choice of port a
+	// connection could reuse the port of an earlier one still in TIME_WAIT: conntrack then replaces that entry,
+	// often at the same address and so with the same id, and the run's entry passed for the old one: in the IPVS
+	// test VM a pod answered 20 connections and 19 new entries were counted.)
+	avoid := map[uint16]bool{}
+	for _, r := range records {
+		if r != nil {
+			r.portsBefore(avoid)
+		}
+	}
+	sports := freshPorts(n, avoid)
+	for _, r := range records {
+		if r != nil {
+			r.runPorts(sports)
+		}
+	}
+	conns, err := connections(ctx, p, name, "client", node, req.Dst, n, parallel, sports)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +119,41 @@ type where struct {
 // what the run left in it to c.
 type record interface {
 	before(ctx context.Context) error
+	// portsBefore adds to avoid the client ports of the entries before read.
+	portsBefore(avoid map[uint16]bool)
+	// runPorts says which client ports the run's connections leave from (nil: the kernel's choice).
+	runPorts(sports []uint16)
 	after(ctx context.Context, c *trace.Counted) error
+}
+
+// runPorts is the set of the run's client ports, for a record that tells the run's entries by them.
+type runPorts map[uint16]bool
+
+func (r *runPorts) runPorts(sports []uint16) {
+	if sports == nil {
+		*r = nil
+		return
+	}
+	*r = runPorts{}
+	for _, p := range sports {
+		(*r)[p] = true
+	}
+}
+
+// freshPorts are n distinct client ports in [40000, 60000), the range --verify picks from, none of them in avoid,
+// in random order; nil when there are not n of them (the kernel then chooses).
+func freshPorts(n int, avoid map[uint16]bool) []uint16 {
+	var free []uint16
+	for p := uint16(40000); p < 60000; p++ {
+		if !avoid[p] {
+			free = append(free, p)
+		}
+	}
+	if n > len(free) {
+		return nil
+	}
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	return free[:n]
 }
 
 // recordsOf are the records face says its engine keeps, for the trace t: its rules' packet counters, the node's
@@ -132,6 +184,10 @@ type ruleCounters struct {
 	rules        []trace.CountedRule
 	first        map[string][]uint64
 }
+
+// A rule's counters count packets, not ports.
+func (r *ruleCounters) portsBefore(map[uint16]bool) {}
+func (r *ruleCounters) runPorts([]uint16)           {}
 
 func (r *ruleCounters) read(ctx context.Context) (map[string][]uint64, error) {
 	exe, err := r.p.ToolPath(ctx, r.name, r.node)
@@ -175,12 +231,23 @@ func (r *ruleCounters) after(ctx context.Context, c *trace.Counted) error {
 type conntrackRecord struct {
 	where
 	seen map[string]bool
+	// ports are the client ports of the entries read before the run.
+	ports map[uint16]bool
+	run   runPorts
 }
 
 func (r *conntrackRecord) before(ctx context.Context) (err error) {
-	r.seen, err = conntrackTo(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
+	r.seen, r.ports, err = conntrackTo(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
 	return err
 }
+
+func (r *conntrackRecord) portsBefore(avoid map[uint16]bool) {
+	for p := range r.ports {
+		avoid[p] = true
+	}
+}
+
+func (r *conntrackRecord) runPorts(sports []uint16) { r.run.runPorts(sports) }
 
 func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted) error {
 	entries, err := conntrackEntries(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
@@ -189,7 +256,9 @@ func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted) error {
 	}
 	var chosen []netip.AddrPort
 	for _, e := range entries {
-		if !r.seen[conntrackID(e)] {
+		// The run's entries: those of its own client ports, which no entry had before it; with ports of the
+		// kernel's choice, those whose id was not there before.
+		if r.run != nil && r.run[e.Orig.Sport] || r.run == nil && !r.seen[conntrackID(e)] {
 			chosen = append(chosen, netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
 		}
 	}
@@ -202,7 +271,16 @@ type ownRecord struct {
 	where
 	face  dataplanes.Live
 	first map[uint16]dataplanes.Choice
+	run   runPorts
 }
+
+func (r *ownRecord) portsBefore(avoid map[uint16]bool) {
+	for p := range r.first {
+		avoid[p] = true
+	}
+}
+
+func (r *ownRecord) runPorts(sports []uint16) { r.run.runPorts(sports) }
 
 func (r *ownRecord) read(ctx context.Context) (map[uint16]dataplanes.Choice, error) {
 	s, err := collect(ctx, r.p, r.name, r.st, r.node, "")
@@ -232,6 +310,13 @@ func (r *ownRecord) after(ctx context.Context, c *trace.Counted) error {
 	}
 	var chosen []netip.AddrPort
 	for sport, choice := range last {
+		if r.run != nil {
+			// The run's own client ports, which no entry had before it.
+			if r.run[sport] {
+				chosen = append(chosen, choice.Backend)
+			}
+			continue
+		}
 		// An entry of the same client port from before the run is new when the run touched it (a connection
 		// of the run reused the port: the datapath renewed the entry's lifetime).
 		if old, ok := r.first[sport]; !ok || old != choice {
@@ -369,17 +454,19 @@ func conntrackEntries(ctx context.Context, p lab.Provider, name, node, client, d
 	return entries, nil
 }
 
-// conntrackTo is the set of conntrackEntries' ids: what a run's new entries are told from.
-func conntrackTo(ctx context.Context, p lab.Provider, name, node, client, dst string) (map[string]bool, error) {
+// conntrackTo is the set of conntrackEntries' ids and that of their client ports: what a run's new entries are
+// told from.
+func conntrackTo(ctx context.Context, p lab.Provider, name, node, client, dst string) (map[string]bool, map[uint16]bool, error) {
 	entries, err := conntrackEntries(ctx, p, name, node, client, dst)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	seen := map[string]bool{}
+	seen, ports := map[string]bool{}, map[uint16]bool{}
 	for _, e := range entries {
 		seen[conntrackID(e)] = true
+		ports[e.Orig.Sport] = true
 	}
-	return seen, nil
+	return seen, ports, nil
 }
 
 // conntrackID is the kernel's id of a conntrack entry (conntrack -o id), or its line when it has none.

@@ -75,3 +75,26 @@ func TestChoiceRules(t *testing.T) {
 		seen[r.Endpoint] = true
 	}
 }
+
+// TestFreshPorts: the run's client ports are distinct, in --verify's range, none of a port a record held before
+// the run; and none at all (the kernel's choice) when there are not enough.
+func TestFreshPorts(t *testing.T) {
+	avoid := map[uint16]bool{}
+	for p := uint16(40000); p < 59990; p++ {
+		avoid[p] = true
+	}
+	got := freshPorts(10, avoid)
+	if len(got) != 10 {
+		t.Fatalf("%d ports, want 10", len(got))
+	}
+	seen := map[uint16]bool{}
+	for _, p := range got {
+		if p < 59990 || p >= 60000 || seen[p] {
+			t.Errorf("port %d: want each of 59990-59999 once", p)
+		}
+		seen[p] = true
+	}
+	if got := freshPorts(11, avoid); got != nil {
+		t.Errorf("11 of 10 free ports: got %v, want nil", got)
+	}
+}
