@@ -75,9 +75,11 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 		}
 	}
 	sports := freshPorts(n, avoid)
-	for _, r := range records {
-		if r != nil {
-			r.runPorts(sports)
+	var run map[uint16]bool // nil: the kernel chose the ports
+	if sports != nil {
+		run = map[uint16]bool{}
+		for _, p := range sports {
+			run[p] = true
 		}
 	}
 	conns, err := connections(ctx, p, name, "client", node, req.Dst, n, parallel, sports)
@@ -98,7 +100,7 @@ func Count(ctx context.Context, p lab.Provider, name, node string, req tracer.Re
 	}
 	for _, r := range records {
 		if r != nil {
-			if err := r.after(ctx, c); err != nil {
+			if err := r.after(ctx, c, run); err != nil {
 				return nil, err
 			}
 		}
@@ -116,35 +118,26 @@ type where struct {
 }
 
 // record is one of the kernel's records of the run's choices, read before the connections and after; after adds
-// what the run left in it to c.
+// what the run left in it to c (run: the client ports the run's connections left from; nil when the kernel chose).
 type record interface {
 	before(ctx context.Context) error
 	// portsBefore adds to avoid the client ports of the entries before read.
 	portsBefore(avoid map[uint16]bool)
-	// runPorts says which client ports the run's connections leave from (nil: the kernel's choice).
-	runPorts(sports []uint16)
-	after(ctx context.Context, c *trace.Counted) error
+	after(ctx context.Context, c *trace.Counted, run map[uint16]bool) error
 }
 
-// runPorts is the set of the run's client ports, for a record that tells the run's entries by them.
-type runPorts map[uint16]bool
+// The client ports a --verify or counters connection leaves from when it picks its own:
+// [firstOwnPort, firstOwnPort+ownPorts).
+const (
+	firstOwnPort = 40000
+	ownPorts     = 20000
+)
 
-func (r *runPorts) runPorts(sports []uint16) {
-	if sports == nil {
-		*r = nil
-		return
-	}
-	*r = runPorts{}
-	for _, p := range sports {
-		(*r)[p] = true
-	}
-}
-
-// freshPorts are n distinct client ports in [40000, 60000), the range --verify picks from, none of them in avoid,
-// in random order; nil when there are not n of them (the kernel then chooses).
+// freshPorts are n distinct client ports of that range, none of them in avoid, in random order; nil when there are
+// not n of them (the kernel then chooses).
 func freshPorts(n int, avoid map[uint16]bool) []uint16 {
 	var free []uint16
-	for p := uint16(40000); p < 60000; p++ {
+	for p := uint16(firstOwnPort); p < firstOwnPort+ownPorts; p++ {
 		if !avoid[p] {
 			free = append(free, p)
 		}
@@ -152,7 +145,10 @@ func freshPorts(n int, avoid map[uint16]bool) []uint16 {
 	if n > len(free) {
 		return nil
 	}
-	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	for i := range n { // the first n of a Fisher-Yates shuffle
+		j := i + rand.IntN(len(free)-i)
+		free[i], free[j] = free[j], free[i]
+	}
 	return free[:n]
 }
 
@@ -187,7 +183,6 @@ type ruleCounters struct {
 
 // A rule's counters count packets, not ports.
 func (r *ruleCounters) portsBefore(map[uint16]bool) {}
-func (r *ruleCounters) runPorts([]uint16)           {}
 
 func (r *ruleCounters) read(ctx context.Context) (map[string][]uint64, error) {
 	exe, err := r.p.ToolPath(ctx, r.name, r.node)
@@ -202,7 +197,7 @@ func (r *ruleCounters) before(ctx context.Context) (err error) {
 	return err
 }
 
-func (r *ruleCounters) after(ctx context.Context, c *trace.Counted) error {
+func (r *ruleCounters) after(ctx context.Context, c *trace.Counted, _ map[uint16]bool) error {
 	last, err := r.read(ctx)
 	if err != nil {
 		return err
@@ -233,7 +228,6 @@ type conntrackRecord struct {
 	seen map[string]bool
 	// ports are the client ports of the entries read before the run.
 	ports map[uint16]bool
-	run   runPorts
 }
 
 func (r *conntrackRecord) before(ctx context.Context) (err error) {
@@ -247,9 +241,7 @@ func (r *conntrackRecord) portsBefore(avoid map[uint16]bool) {
 	}
 }
 
-func (r *conntrackRecord) runPorts(sports []uint16) { r.run.runPorts(sports) }
-
-func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted) error {
+func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted, run map[uint16]bool) error {
 	entries, err := conntrackEntries(ctx, r.p, r.name, r.node, r.st.Client, r.dst)
 	if err != nil {
 		return err
@@ -258,7 +250,7 @@ func (r *conntrackRecord) after(ctx context.Context, c *trace.Counted) error {
 	for _, e := range entries {
 		// The run's entries: those of its own client ports, which no entry had before it; with ports of the
 		// kernel's choice, those whose id was not there before.
-		if r.run != nil && r.run[e.Orig.Sport] || r.run == nil && !r.seen[conntrackID(e)] {
+		if run != nil && run[e.Orig.Sport] || run == nil && !r.seen[conntrackID(e)] {
 			chosen = append(chosen, netip.AddrPortFrom(e.Reply.Src, e.Reply.Sport))
 		}
 	}
@@ -271,7 +263,6 @@ type ownRecord struct {
 	where
 	face  dataplanes.Live
 	first map[uint16]dataplanes.Choice
-	run   runPorts
 }
 
 func (r *ownRecord) portsBefore(avoid map[uint16]bool) {
@@ -279,8 +270,6 @@ func (r *ownRecord) portsBefore(avoid map[uint16]bool) {
 		avoid[p] = true
 	}
 }
-
-func (r *ownRecord) runPorts(sports []uint16) { r.run.runPorts(sports) }
 
 func (r *ownRecord) read(ctx context.Context) (map[uint16]dataplanes.Choice, error) {
 	s, err := collect(ctx, r.p, r.name, r.st, r.node, "")
@@ -303,16 +292,16 @@ func (r *ownRecord) before(ctx context.Context) (err error) {
 	return err
 }
 
-func (r *ownRecord) after(ctx context.Context, c *trace.Counted) error {
+func (r *ownRecord) after(ctx context.Context, c *trace.Counted, run map[uint16]bool) error {
 	last, err := r.read(ctx)
 	if err != nil {
 		return err
 	}
 	var chosen []netip.AddrPort
 	for sport, choice := range last {
-		if r.run != nil {
+		if run != nil {
 			// The run's own client ports, which no entry had before it.
-			if r.run[sport] {
+			if run[sport] {
 				chosen = append(chosen, choice.Backend)
 			}
 			continue

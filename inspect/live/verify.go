@@ -255,7 +255,7 @@ func verifySource(req tracer.Request, name, node string) (tracer.Request, string
 	if req.Src != "" {
 		return req, "", fmt.Errorf("--verify sends the packet from the --from place's own address: leave out --src")
 	}
-	req.Sport = uint16(40000 + rand.IntN(20000))
+	req.Sport = uint16(firstOwnPort + rand.IntN(ownPorts))
 	where, err := placeOf(name, req.From, node)
 	return req, where, err
 }
